@@ -1,0 +1,35 @@
+# kube-cdc — run `make help` for the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+PKGS := ./...
+# Tests that start servers take their binaries from here (see hack/testbin/build.sh).
+export KUBE_CDC_TESTBIN ?= $(shell hack/testbin/build.sh --print-dir 2>/dev/null)
+
+.DEFAULT_GOAL := help
+
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build bin/kube-cdc.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/kube-cdc/kube-cdc/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/kube-cdc ./cmd/kube-cdc
+
+testbin: ## Build kube-apiserver and etcd for the tests into a cache outside the repo (once).
+	@hack/testbin/build.sh >/dev/null
+
+test: testbin ## Run every test (unit, integration, end-to-end) with -race against real servers.
+	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+
+test-unit: ## Run only the tests that need no server.
+	$(GO) test -race -count=1 -short $(PKGS)
+
+lint: ## gofmt check and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+
+demo: testbin build ## Start a throwaway control plane and Postgres, stream a sample workload into Postgres (Ctrl-C stops everything).
+	$(GO) run ./hack/demo
+
+.PHONY: help build testbin test test-unit lint bench demo

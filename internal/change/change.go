@@ -1,0 +1,87 @@
+package change
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Op is what happened to an object.
+type Op string
+
+const (
+	OpCreate Op = "create"
+	OpUpdate Op = "update"
+	OpDelete Op = "delete"
+)
+
+// Resource names one API resource as resolved by discovery.
+type Resource struct {
+	Group      string // "" for the core group
+	Version    string
+	Resource   string // plural, lower case: "configmaps"
+	Kind       string
+	Namespaced bool
+}
+
+// ID is the resource's stable name in checkpoints, metrics and logs: "configmaps",
+// "deployments.apps", "widgets.example.com".
+func (r Resource) ID() string {
+	if r.Group == "" {
+		return r.Resource
+	}
+	return r.Resource + "." + r.Group
+}
+
+// Key identifies one object within a resource.
+type Key struct {
+	Namespace string // "" for cluster-scoped objects
+	Name      string
+}
+
+// String is "namespace/name", or "name" for cluster-scoped objects: the Kafka record key
+// and the key index's key.
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// Change is one entry of the change log.
+type Change struct {
+	Cluster  string
+	Resource Resource
+	Key      Key
+	UID      string
+	// RV is the object's resourceVersion; for a delete, the RV of the DELETE event; for an
+	// inferred delete, the RV of the LIST that revealed it.
+	RV       RV
+	Op       Op
+	Inferred bool // a delete that was not observed, found by the reconcile diff
+	Snapshot bool // written by a LIST rather than a watch event
+	// Object is the object's JSON after transforms (managedFields dropped, secrets
+	// redacted). For an observed delete it is the last state the apiserver sent; for an
+	// inferred delete it is nil.
+	Object json.RawMessage
+	// Labels is metadata.labels as JSON ("{}" when absent), extracted once by the source
+	// so sinks need not decode Object again.
+	Labels    json.RawMessage
+	ChangedBy string // "manager/operation" of the newest managedFields entry, or ""
+	// ObservedAt is when kube-cdc received the event.
+	ObservedAt time.Time
+}
+
+// Batch is an ordered run of changes of one resource. When a sink acknowledges it, its
+// checkpoint for Resource becomes Checkpoint, which may be past the last change's RV
+// (bookmarks and LIST resource versions advance it without data).
+type Batch struct {
+	Resource   Resource
+	Changes    []Change
+	Checkpoint RV
+}
+
+// Entry is what a sink holds of one live object: the key index's value.
+type Entry struct {
+	UID string
+	RV  RV
+}

@@ -1,0 +1,26 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// Sink is what the pipeline needs of a sink. Implementations live in internal/sinks/...
+type Sink interface {
+	// Name is the sink's configured name; its checkpoints are keyed by it.
+	Name() string
+	// Checkpoint returns the RV up to which the sink durably holds every change of res,
+	// or 0 when it holds nothing of res (then the pipeline relists).
+	Checkpoint(ctx context.Context, res change.Resource) (change.RV, error)
+	// KeyIndex calls fn for every live (not deleted) object of res the sink holds. The
+	// reconcile diff after a relist compares the listed set against it.
+	KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error
+	// Write durably applies b and advances the sink's checkpoint for b.Resource to
+	// b.Checkpoint, both or neither where the sink can promise it. On error the pipeline
+	// writes the same batch again (after a backoff when retry.IsTerminal(err) is false,
+	// never when it is true), so writes must be idempotent.
+	Write(ctx context.Context, b change.Batch) error
+	// Close releases the sink's connections. It does not promise delivery of anything.
+	Close() error
+}

@@ -1,0 +1,61 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free loopback port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot is the kube-cdc checkout this package was compiled from.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// TestbinDir returns the directory holding the kube-apiserver and etcd binaries: the
+// KUBE_CDC_TESTBIN environment variable, else the cache directory hack/testbin/build.sh
+// builds into. It fails with instructions when the binaries are not there.
+func TestbinDir() (string, error) {
+	dir := os.Getenv("KUBE_CDC_TESTBIN")
+	if dir == "" {
+		out, err := exec.Command(filepath.Join(RepoRoot(), "hack", "testbin", "build.sh"), "--print-dir").Output()
+		if err != nil {
+			return "", fmt.Errorf("locate the test binaries with hack/testbin/build.sh --print-dir: %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%s not found in %s: run `make testbin` (builds kube-apiserver and etcd from the Go module proxy, about 15 minutes the first time) or set KUBE_CDC_TESTBIN to a directory holding both", b, dir)
+		}
+	}
+	return dir, nil
+}
+
+// Tail returns the last n lines of the file at path, for failure reports.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprintf("--- last %d lines of %s ---\n%s", len(lines), path, bytes.Join(lines, []byte("\n")))
+}
