@@ -1,0 +1,43 @@
+package kafka
+
+import "time"
+
+// Options configures the Kafka sink: the `sinks[].kafka` config keys.
+type Options struct {
+	// Brokers are the bootstrap brokers, host:port. Required.
+	Brokers []string `koanf:"brokers"`
+	// Topic is a template: {cluster}, {group} ("core" for the core group), {version},
+	// {resource}. Default "kube.{cluster}.{group}.{resource}". A fixed name works too.
+	Topic string `koanf:"topic"`
+	// CreateTopics creates missing topics with Partitions, ReplicationFactor and
+	// cleanup.policy=compact. Default false: a missing topic is an error naming it.
+	CreateTopics      bool `koanf:"createTopics"`
+	Partitions        int  `koanf:"partitions"`        // default 6
+	ReplicationFactor int  `koanf:"replicationFactor"` // default 1
+	// Compression: none | gzip | snappy | lz4 | zstd. Default none.
+	Compression string `koanf:"compression"`
+	// BatchTimeout bounds how long the writer waits to fill a batch. Default 5ms (kafka-go's
+	// own default of 1s would add a second to every change).
+	BatchTimeout time.Duration `koanf:"batchTimeout"`
+	// WriteTimeout bounds one produce request. Default 10s.
+	WriteTimeout time.Duration `koanf:"writeTimeout"`
+	TLS          TLS           `koanf:"tls"`
+	SASL         SASL          `koanf:"sasl"`
+}
+
+// TLS configures the connection to the brokers.
+type TLS struct {
+	Enabled            bool   `koanf:"enabled"`
+	CAFile             string `koanf:"caFile"`
+	CertFile           string `koanf:"certFile"`
+	KeyFile            string `koanf:"keyFile"`
+	ServerName         string `koanf:"serverName"`
+	InsecureSkipVerify bool   `koanf:"insecureSkipVerify"`
+}
+
+// SASL configures authentication: mechanism "" (none), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+type SASL struct {
+	Mechanism string `koanf:"mechanism"`
+	Username  string `koanf:"username"`
+	Password  string `koanf:"password"`
+}
