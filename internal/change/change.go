@@ -21,6 +21,10 @@ type Resource struct {
 	Resource   string // plural, lower case: "configmaps"
 	Kind       string
 	Namespaced bool
+	// Scope names the configured subset of the resource that is streamed: "" for all of
+	// it, else a digest of its namespaces and selectors. Checkpoints and key indexes are
+	// kept per (resource, scope), so changing a selector starts afresh with a relist.
+	Scope string
 }
 
 // ID is the resource's stable name in checkpoints, metrics and logs: "configmaps",
