@@ -1,0 +1,130 @@
+package config
+
+import (
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+)
+
+// Config is the whole configuration. config.example.yaml at the repository root documents
+// every key; the defaults below are filled by Load.
+type Config struct {
+	// Cluster is recorded with every change, so several clusters can share one database.
+	// Default "default".
+	Cluster        string         `koanf:"cluster"`
+	Kubernetes     Kubernetes     `koanf:"kubernetes"`
+	Resources      []Resource     `koanf:"resources"` // default DefaultResources()
+	Transforms     Transforms     `koanf:"transforms"`
+	Pipeline       Pipeline       `koanf:"pipeline"`
+	Sinks          []Sink         `koanf:"sinks"` // default one stdout sink named "stdout"
+	Metrics        Metrics        `koanf:"metrics"`
+	Log            Log            `koanf:"log"`
+	LeaderElection LeaderElection `koanf:"leaderElection"`
+}
+
+// Kubernetes says how to reach the apiserver.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file. Default "": in-cluster, then $KUBECONFIG, then
+	// ~/.kube/config.
+	Kubeconfig string `koanf:"kubeconfig"`
+	// Context in the kubeconfig. Default "": its current context.
+	Context string  `koanf:"context"`
+	QPS     float32 `koanf:"qps"`   // client-side rate limit, default 50
+	Burst   int     `koanf:"burst"` // default 100
+	// Compression asks the apiserver for gzip. Default false: gzip costs more CPU than it
+	// saves on a fast network (design §8).
+	Compression bool `koanf:"compression"`
+	// PageSize is the LIST page size (limit). Default 500.
+	PageSize int64 `koanf:"pageSize"`
+}
+
+// Resource is one resource to stream.
+type Resource struct {
+	// Name is a plural ("configmaps"), plural.group ("deployments.apps") or
+	// group/version/resource; CRDs too.
+	Name string `koanf:"name"`
+	// Namespaces limits the stream to these namespaces. Default empty: all of them.
+	Namespaces    []string `koanf:"namespaces"`
+	LabelSelector string   `koanf:"labelSelector"`
+	FieldSelector string   `koanf:"fieldSelector"`
+}
+
+// Transforms are applied to every object before any sink sees it.
+type Transforms struct {
+	// RedactSecrets replaces Secrets' data/stringData and the last-applied-configuration
+	// annotation with sha256 digests. Default true.
+	RedactSecrets bool `koanf:"redactSecrets"`
+	// Drop removes these JSON paths ("status", "metadata.annotations.foo") from every object.
+	Drop []string `koanf:"drop"`
+}
+
+// Pipeline sizes the batches handed to the sinks.
+type Pipeline struct {
+	BatchSize  int           `koanf:"batchSize"`  // changes per batch, default 1000
+	BatchBytes int           `koanf:"batchBytes"` // object bytes per batch, default 4 MiB
+	MaxWait    time.Duration `koanf:"maxWait"`    // how long a partial batch waits, default 10ms
+	Buffer     int           `koanf:"buffer"`     // events queued between source and sinks, default 4096
+}
+
+// Sink types.
+const (
+	SinkPostgres = "postgres"
+	SinkKafka    = "kafka"
+	SinkStdout   = "stdout"
+)
+
+// Sink is one configured sink. Exactly the options block of its Type may be set.
+type Sink struct {
+	Name     string            `koanf:"name"`
+	Type     string            `koanf:"type"` // postgres | kafka | stdout
+	Postgres *postgres.Options `koanf:"postgres"`
+	Kafka    *kafka.Options    `koanf:"kafka"`
+	Stdout   *StdoutOptions    `koanf:"stdout"`
+	// Checkpoint is where a kafka or stdout sink keeps its checkpoints; PostgreSQL sinks
+	// keep theirs in their own database. Default file (kube-cdc-state.db) for kafka, none
+	// for stdout.
+	Checkpoint checkpoint.Options `koanf:"checkpoint"`
+}
+
+// StdoutOptions configures the stdout sink. It has no keys yet; `stdout: {}` is accepted.
+type StdoutOptions struct{}
+
+// Metrics configures the /metrics, /healthz and /readyz endpoint.
+type Metrics struct {
+	// Address to listen on. Default ":9090"; "" disables the endpoint.
+	Address string `koanf:"address"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `koanf:"level"`  // debug | info | warn | error, default info
+	Format string `koanf:"format"` // text | json, default text
+}
+
+// LeaderElection lets standby replicas take over through a coordination.k8s.io Lease.
+type LeaderElection struct {
+	Enabled       bool          `koanf:"enabled"`       // default false
+	Namespace     string        `koanf:"namespace"`     // of the Lease, default "default"
+	Name          string        `koanf:"name"`          // of the Lease, default "kube-cdc"
+	Identity      string        `koanf:"identity"`      // default the hostname
+	LeaseDuration time.Duration `koanf:"leaseDuration"` // default 15s
+	RenewDeadline time.Duration `koanf:"renewDeadline"` // default 10s
+	RetryPeriod   time.Duration `koanf:"retryPeriod"`   // default 2s
+}
+
+// DefaultResources is what kube-cdc streams when no resources are configured: the
+// workloads and the objects a CMDB usually wants.
+func DefaultResources() []Resource {
+	names := []string{
+		"namespaces", "nodes", "pods", "services", "configmaps",
+		"deployments.apps", "statefulsets.apps", "daemonsets.apps", "replicasets.apps",
+		"jobs.batch", "cronjobs.batch", "ingresses.networking.k8s.io",
+	}
+	rs := make([]Resource, len(names))
+	for i, n := range names {
+		rs[i] = Resource{Name: n}
+	}
+	return rs
+}

@@ -1,0 +1,346 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Validate checks c as Load leaves it (defaults filled) and returns the first problem as
+// an *Error naming its key.
+func (c *Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateTop, c.validateKubernetes, c.validateResources, c.validateTransforms,
+		c.validatePipeline, c.validateSinks, c.validateLog, c.validateLeaderElection,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateTop() error {
+	if strings.TrimSpace(c.Cluster) == "" {
+		return keyErrorf("cluster", "required")
+	}
+	if c.Metrics.Address != "" {
+		if err := checkAddress(c.Metrics.Address); err != nil {
+			return keyErrorf("metrics.address", "%v", err)
+		}
+	}
+	return nil
+}
+
+func checkAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port or :port, got %q", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("bad port %q in %q", port, addr)
+	}
+	return nil
+}
+
+func (c *Config) validateKubernetes() error {
+	k := c.Kubernetes
+	switch {
+	case k.QPS <= 0:
+		return keyErrorf("kubernetes.qps", "must be greater than 0, got %v", k.QPS)
+	case k.Burst <= 0:
+		return keyErrorf("kubernetes.burst", "must be greater than 0, got %d", k.Burst)
+	case k.PageSize <= 0:
+		return keyErrorf("kubernetes.pageSize", "must be greater than 0, got %d", k.PageSize)
+	}
+	return nil
+}
+
+func (c *Config) validateResources() error {
+	if len(c.Resources) == 0 {
+		return keyErrorf("resources", "empty list")
+	}
+	seen := map[string]int{}
+	for i, r := range c.Resources {
+		key := fmt.Sprintf("resources[%d]", i)
+		if strings.TrimSpace(r.Name) == "" {
+			return keyErrorf(key+".name", "required")
+		}
+		if strings.Count(r.Name, "/") != 0 && strings.Count(r.Name, "/") != 2 {
+			return keyErrorf(key+".name", "%q: want a plural, plural.group or group/version/resource", r.Name)
+		}
+		for j, ns := range r.Namespaces {
+			if strings.TrimSpace(ns) == "" {
+				return keyErrorf(fmt.Sprintf("%s.namespaces[%d]", key, j), "empty namespace name")
+			}
+		}
+		if _, err := labels.Parse(r.LabelSelector); err != nil {
+			return keyErrorf(key+".labelSelector", "%v", err)
+		}
+		if _, err := fields.ParseSelector(r.FieldSelector); err != nil {
+			return keyErrorf(key+".fieldSelector", "%v", err)
+		}
+		id := r.Name + "|" + strings.Join(r.Namespaces, ",") + "|" + r.LabelSelector + "|" + r.FieldSelector
+		if prev, dup := seen[id]; dup {
+			return keyErrorf(key, "duplicate of resources[%d]", prev)
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+func (c *Config) validateTransforms() error {
+	for i, p := range c.Transforms.Drop {
+		if p == "" || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
+			return keyErrorf(fmt.Sprintf("transforms.drop[%d]", i), "%q is not a JSON path like \"metadata.annotations.foo\"", p)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validatePipeline() error {
+	p := c.Pipeline
+	switch {
+	case p.BatchSize <= 0:
+		return keyErrorf("pipeline.batchSize", "must be greater than 0, got %d", p.BatchSize)
+	case p.BatchBytes <= 0:
+		return keyErrorf("pipeline.batchBytes", "must be greater than 0, got %d", p.BatchBytes)
+	case p.MaxWait < 0:
+		return keyErrorf("pipeline.maxWait", "must not be negative, got %v", p.MaxWait)
+	case p.Buffer < 0:
+		return keyErrorf("pipeline.buffer", "must not be negative, got %d", p.Buffer)
+	}
+	return nil
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (c *Config) validateSinks() error {
+	if len(c.Sinks) == 0 {
+		return keyErrorf("sinks", "empty list")
+	}
+	names := map[string]int{}
+	for i, s := range c.Sinks {
+		key := fmt.Sprintf("sinks[%d]", i)
+		if strings.TrimSpace(s.Name) == "" {
+			return keyErrorf(key+".name", "required")
+		}
+		if prev, dup := names[s.Name]; dup {
+			return keyErrorf(key+".name", "duplicate sink name %q (also sinks[%d])", s.Name, prev)
+		}
+		names[s.Name] = i
+		switch s.Type {
+		case SinkPostgres, SinkKafka, SinkStdout:
+		case "":
+			return keyErrorf(key+".type", "required (postgres, kafka or stdout)")
+		default:
+			return keyErrorf(key+".type", "unknown sink type %q (want postgres, kafka or stdout)", s.Type)
+		}
+		for _, block := range []struct {
+			name string
+			set  bool
+		}{{SinkPostgres, s.Postgres != nil}, {SinkKafka, s.Kafka != nil}, {SinkStdout, s.Stdout != nil}} {
+			if block.set && block.name != s.Type {
+				return keyErrorf(key+"."+block.name, "set on a %s sink", s.Type)
+			}
+		}
+		var err error
+		switch s.Type {
+		case SinkPostgres:
+			err = validatePostgres(key, &s)
+		case SinkKafka:
+			err = validateKafka(key, &s)
+		}
+		if err != nil {
+			return err
+		}
+		if err := validateCheckpoint(key, &s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validatePostgres(key string, s *Sink) error {
+	key += ".postgres"
+	o := s.Postgres
+	if o == nil || o.DSN == "" {
+		return keyErrorf(key+".dsn", "required")
+	}
+	if _, err := pgconn.ParseConfig(o.DSN); err != nil {
+		return keyErrorf(key+".dsn", "malformed DSN: %s", dsnError(o.DSN, err))
+	}
+	if !identifier.MatchString(o.Schema) {
+		return keyErrorf(key+".schema", "%q is not a plain SQL identifier", o.Schema)
+	}
+	if o.MaxConns <= 0 {
+		return keyErrorf(key+".maxConns", "must be greater than 0, got %d", o.MaxConns)
+	}
+	if o.Retention < 0 {
+		return keyErrorf(key+".retention", "must not be negative, got %v", o.Retention)
+	}
+	return nil
+}
+
+// dsnError words pgconn's parse error without the connection string, and scrubs
+// anything that looks like the DSN's password from what is left.
+func dsnError(dsn string, err error) string {
+	msg := err.Error()
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) {
+		if rest, ok := strings.CutPrefix(msg, "cannot parse `"); ok {
+			if i := strings.Index(rest, "`: "); i >= 0 {
+				msg = rest[i+3:]
+			}
+		}
+	}
+	for _, pw := range dsnPasswords(dsn) {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	}
+	return msg
+}
+
+var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
+// dsnPasswords finds password candidates in a DSN that may be malformed.
+func dsnPasswords(dsn string) []string {
+	var out []string
+	if _, rest, ok := strings.Cut(dsn, "://"); ok {
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok && pw != "" {
+				out = append(out, pw)
+			}
+		}
+	}
+	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
+		pw := strings.Trim(m[1], "'")
+		if pw != "" {
+			out = append(out, pw)
+		}
+	}
+	return out
+}
+
+var (
+	compressions   = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	saslMechanisms = []string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+	topicVar       = regexp.MustCompile(`\{[^}]*\}`)
+	topicVars      = []string{"{cluster}", "{group}", "{version}", "{resource}"}
+)
+
+func validateKafka(key string, s *Sink) error {
+	key += ".kafka"
+	o := s.Kafka
+	if o == nil || len(o.Brokers) == 0 {
+		return keyErrorf(key+".brokers", "required: at least one host:port")
+	}
+	for i, b := range o.Brokers {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			return keyErrorf(fmt.Sprintf("%s.brokers[%d]", key, i), "want host:port, got %q", b)
+		}
+	}
+	if o.Topic == "" {
+		return keyErrorf(key+".topic", "required")
+	}
+	for _, v := range topicVar.FindAllString(o.Topic, -1) {
+		if !contains(topicVars, v) {
+			return keyErrorf(key+".topic", "unknown placeholder %s (want %s)", v, strings.Join(topicVars, ", "))
+		}
+	}
+	switch {
+	case o.Partitions <= 0:
+		return keyErrorf(key+".partitions", "must be greater than 0, got %d", o.Partitions)
+	case o.ReplicationFactor <= 0:
+		return keyErrorf(key+".replicationFactor", "must be greater than 0, got %d", o.ReplicationFactor)
+	case !contains(compressions, o.Compression):
+		return keyErrorf(key+".compression", "unknown compression %q (want %s)", o.Compression, strings.Join(compressions, ", "))
+	case o.BatchTimeout < 0:
+		return keyErrorf(key+".batchTimeout", "must not be negative, got %v", o.BatchTimeout)
+	case o.WriteTimeout <= 0:
+		return keyErrorf(key+".writeTimeout", "must be greater than 0, got %v", o.WriteTimeout)
+	case !contains(saslMechanisms, o.SASL.Mechanism):
+		return keyErrorf(key+".sasl.mechanism", "unknown mechanism %q (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", o.SASL.Mechanism)
+	case o.SASL.Mechanism != "" && o.SASL.Username == "":
+		return keyErrorf(key+".sasl.username", "required with mechanism %s", o.SASL.Mechanism)
+	case (o.TLS.CertFile == "") != (o.TLS.KeyFile == ""):
+		return keyErrorf(key+".tls", "certFile and keyFile go together")
+	}
+	return nil
+}
+
+func validateCheckpoint(key string, s *Sink) error {
+	key += ".checkpoint"
+	cp := s.Checkpoint
+	if s.Type == SinkPostgres {
+		if cp.Type != "" && cp.Type != "postgres" {
+			return keyErrorf(key+".type", "a postgres sink keeps its checkpoints in its own database; leave it unset")
+		}
+		return nil
+	}
+	switch cp.Type {
+	case "none":
+	case "file":
+		if cp.Path == "" {
+			return keyErrorf(key+".path", "required for a file checkpoint")
+		}
+	case "kafka":
+		if s.Type != SinkKafka {
+			return keyErrorf(key+".type", "kafka checkpoints need a kafka sink's brokers")
+		}
+		if cp.Topic == "" {
+			return keyErrorf(key+".topic", "required for a kafka checkpoint")
+		}
+	default:
+		return keyErrorf(key+".type", "unknown checkpoint type %q (want file, kafka or none)", cp.Type)
+	}
+	return nil
+}
+
+func (c *Config) validateLog() error {
+	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		return keyErrorf("log.level", "unknown log level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	if !contains([]string{"text", "json"}, c.Log.Format) {
+		return keyErrorf("log.format", "unknown log format %q (want text or json)", c.Log.Format)
+	}
+	return nil
+}
+
+func (c *Config) validateLeaderElection() error {
+	le := c.LeaderElection
+	if !le.Enabled {
+		return nil
+	}
+	// client-go's leaderelection refuses these too, but later and less clearly.
+	switch {
+	case le.Namespace == "":
+		return keyErrorf("leaderElection.namespace", "required")
+	case le.Name == "":
+		return keyErrorf("leaderElection.name", "required")
+	case le.Identity == "":
+		return keyErrorf("leaderElection.identity", "required (the hostname is unknown)")
+	case le.RetryPeriod <= 0:
+		return keyErrorf("leaderElection.retryPeriod", "must be greater than 0, got %v", le.RetryPeriod)
+	case float64(le.RenewDeadline) <= 1.2*float64(le.RetryPeriod):
+		return keyErrorf("leaderElection.renewDeadline", "must be more than 1.2 × retryPeriod (%v), got %v", le.RetryPeriod, le.RenewDeadline)
+	case le.LeaseDuration <= le.RenewDeadline:
+		return keyErrorf("leaderElection.leaseDuration", "must be longer than renewDeadline (%v), got %v", le.RenewDeadline, le.LeaseDuration)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
