@@ -59,6 +59,11 @@ func decodeLeaves(err error, out *[]decodeLeaf) {
 		*out = append(*out, decodeLeaf{name: de.Name(), err: inner})
 		return
 	}
+	if w, ok := err.(interface{ Unwrap() error }); ok && w.Unwrap() != nil {
+		// Decode wraps several errors in "decoding failed due to the following error(s)".
+		decodeLeaves(w.Unwrap(), out)
+		return
+	}
 	*out = append(*out, decodeLeaf{err: err})
 }
 

@@ -341,7 +341,7 @@ func convert(from, to reflect.Value) (any, error) {
 		case reflect.String:
 			n, err := strconv.ParseInt(strings.TrimSpace(data.(string)), 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("expected a whole number, got %q", data)
+				return nil, fmt.Errorf("expected a number, got %q", data)
 			}
 			return n, nil
 		case reflect.Float32, reflect.Float64:

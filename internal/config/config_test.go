@@ -1,0 +1,337 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+const exampleFile = "../../config.example.yaml"
+
+func writeFile(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func load(t *testing.T, yaml string, environ ...string) (*Config, error) {
+	t.Helper()
+	opts := LoadOptions{Environ: append([]string{}, environ...)}
+	if yaml != "" {
+		opts.File = writeFile(t, yaml)
+	}
+	return Load(opts)
+}
+
+func mustLoad(t *testing.T, yaml string, environ ...string) *Config {
+	t.Helper()
+	c, err := load(t, yaml, environ...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
+	c := mustLoad(t, "")
+	if !reflect.DeepEqual(c.Resources, DefaultResources()) {
+		t.Errorf("resources %v", c.Resources)
+	}
+	if len(c.Sinks) != 1 || c.Sinks[0].Name != "stdout" || c.Sinks[0].Type != SinkStdout || c.Sinks[0].Checkpoint.Type != "none" {
+		t.Errorf("sinks %+v", c.Sinks)
+	}
+	want := Config{
+		Cluster:    "default",
+		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500},
+		Transforms: Transforms{RedactSecrets: true},
+		Pipeline:   Pipeline{BatchSize: 1000, BatchBytes: 4 << 20, MaxWait: 10 * time.Millisecond, Buffer: 4096},
+		Metrics:    Metrics{Address: ":9090"},
+		Log:        Log{Level: "info", Format: "text"},
+		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+	}
+	got := *c
+	got.Resources, got.Sinks = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if host, _ := os.Hostname(); c.LeaderElection.Identity != host {
+		t.Errorf("identity %q, want the hostname %q", c.LeaderElection.Identity, host)
+	}
+}
+
+func TestSinkDefaultsAreFilledPerType(t *testing.T) {
+	c := mustLoad(t, `
+sinks:
+  - {name: pg, type: postgres, postgres: {dsn: "postgres://u:p@localhost/db"}}
+  - {name: k, type: kafka, kafka: {brokers: ["localhost:9092"]}}
+  - {name: out, type: stdout}
+`)
+	pg := c.Sinks[0].Postgres
+	if pg.Schema != "kube_cdc" || !pg.Migrate || pg.MaxConns != 4 || pg.HardDelete || c.Sinks[0].Checkpoint.Type != "" {
+		t.Errorf("postgres %+v checkpoint %+v", pg, c.Sinks[0].Checkpoint)
+	}
+	k := c.Sinks[1].Kafka
+	if k.Topic != "kube.{cluster}.{group}.{resource}" || k.Partitions != 6 || k.ReplicationFactor != 1 ||
+		k.Compression != "none" || k.BatchTimeout != 5*time.Millisecond || k.WriteTimeout != 10*time.Second {
+		t.Errorf("kafka %+v", k)
+	}
+	if cp := c.Sinks[1].Checkpoint; cp.Type != "file" || cp.Path != "kube-cdc-state.db" {
+		t.Errorf("kafka checkpoint %+v", cp)
+	}
+	if c.Sinks[2].Stdout == nil || c.Sinks[2].Checkpoint.Type != "none" {
+		t.Errorf("stdout %+v", c.Sinks[2])
+	}
+	if !reflect.DeepEqual(c.Resources, DefaultResources()) {
+		t.Errorf("resources %v", c.Resources)
+	}
+}
+
+func TestDefaultTrueBoolsCanBeSetFalse(t *testing.T) {
+	c := mustLoad(t, `
+transforms: {redactSecrets: false}
+sinks:
+  - {name: pg, type: postgres, postgres: {dsn: "host=localhost user=u", migrate: false}}
+`)
+	if c.Transforms.RedactSecrets || c.Sinks[0].Postgres.Migrate {
+		t.Errorf("redactSecrets %v migrate %v", c.Transforms.RedactSecrets, c.Sinks[0].Postgres.Migrate)
+	}
+}
+
+func TestEmptyKeysKeepTheirDefaults(t *testing.T) {
+	c := mustLoad(t, "kubernetes:\nlog:\n")
+	if c.Kubernetes.QPS != 50 || c.Log.Level != "info" {
+		t.Errorf("%+v %+v", c.Kubernetes, c.Log)
+	}
+}
+
+func TestLayersOverrideInOrder(t *testing.T) {
+	file := writeFile(t, `
+cluster: from-file
+kubernetes: {context: file-ctx, qps: 10}
+log: {level: warn}
+metrics: {address: ":1000"}
+sinks:
+  - {name: pg, type: postgres, postgres: {dsn: "postgres://u@localhost/db"}}
+`)
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	fs.StringP("config", "c", "", "config file")
+	if err := fs.Parse([]string{"--context", "flag-ctx", "--log-level=debug", "-c", file}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(LoadOptions{File: file, Flags: fs, Environ: []string{
+		"KUBE_CDC_CLUSTER=from-env",
+		"KUBE_CDC_KUBERNETES__CONTEXT=env-ctx",
+		"KUBE_CDC_KUBERNETES__QPS=20.5",
+		"KUBE_CDC_LOG__LEVEL=error",
+		"KUBE_CDC_PIPELINE__MAXWAIT=50ms",
+		"KUBE_CDC_TRANSFORMS__DROP=status, metadata.ownerReferences",
+		"KUBE_CDC_LEADERELECTION__ENABLED=true",
+		"KUBE_CDC_SINKS__0__POSTGRES__DSN=postgres://u:secret@db/prod",
+		"KUBE_CDC_TESTBIN=/somewhere", // another tool's variable: ignored
+		"HOME=/root",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		key       string
+		got, want any
+	}{
+		{"cluster (env over file)", c.Cluster, "from-env"},
+		{"kubernetes.context (flag over env)", c.Kubernetes.Context, "flag-ctx"},
+		{"kubernetes.qps (env)", c.Kubernetes.QPS, float32(20.5)},
+		{"log.level (flag)", c.Log.Level, "debug"},
+		{"metrics.address (file, flag unset)", c.Metrics.Address, ":1000"},
+		{"pipeline.maxWait (env)", c.Pipeline.MaxWait, 50 * time.Millisecond},
+		{"transforms.drop (env list)", c.Transforms.Drop, []string{"status", "metadata.ownerReferences"}},
+		{"leaderElection.enabled (env)", c.LeaderElection.Enabled, true},
+		{"sinks[0].postgres.dsn (env by index)", c.Sinks[0].Postgres.DSN, "postgres://u:secret@db/prod"},
+		{"sinks[0].postgres.schema (default kept)", c.Sinks[0].Postgres.Schema, "kube_cdc"},
+	}
+	for _, ch := range checks {
+		if !reflect.DeepEqual(ch.got, ch.want) {
+			t.Errorf("%s = %v, want %v", ch.key, ch.got, ch.want)
+		}
+	}
+}
+
+func TestExampleConfigValidates(t *testing.T) {
+	c, err := Load(LoadOptions{File: exampleFile, Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sinks) != 3 || len(c.Resources) == 0 {
+		t.Errorf("example config loads %d sinks, %d resources", len(c.Sinks), len(c.Resources))
+	}
+}
+
+// Every key of Config must be documented in config.example.yaml.
+func TestExampleConfigDocumentsEveryKey(t *testing.T) {
+	b, err := os.ReadFile(exampleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, path := range Keys() {
+		segs := strings.Split(path, ".")
+		leaf := segs[len(segs)-1]
+		// Each leaf name must appear as a key ("name:" or "{name:" / ", name:") in the file.
+		if !strings.Contains(text, leaf+":") {
+			t.Errorf("key %s is not in %s", path, exampleFile)
+		}
+		for _, s := range segs[:len(segs)-1] {
+			if s != "[]" && !strings.Contains(text, s+":") {
+				t.Errorf("parent %s of key %s is not in %s", s, path, exampleFile)
+			}
+		}
+	}
+	if len(Keys()) < 50 {
+		t.Errorf("only %d keys found by reflection: %v", len(Keys()), Keys())
+	}
+}
+
+func TestRedactedMasksPasswords(t *testing.T) {
+	c := mustLoad(t, `
+sinks:
+  - {name: a, type: postgres, postgres: {dsn: "postgres://u:hunter2@db:5432/x?sslmode=disable"}}
+  - {name: b, type: postgres, postgres: {dsn: "host=db user=u password=hunter2 dbname=x"}}
+  - {name: c, type: kafka, kafka: {brokers: ["k:9092"], sasl: {mechanism: PLAIN, username: u, password: hunter2}}}
+`)
+	r := c.Redacted()
+	for i, s := range r.Sinks {
+		text := ""
+		if s.Postgres != nil {
+			text = s.Postgres.DSN
+		}
+		if s.Kafka != nil {
+			text = s.Kafka.SASL.Password
+		}
+		if strings.Contains(text, "hunter2") || !strings.Contains(text, "xxxxx") {
+			t.Errorf("sink %d: %q", i, text)
+		}
+	}
+	if !strings.Contains(c.Sinks[0].Postgres.DSN, "hunter2") || c.Sinks[2].Kafka.SASL.Password != "hunter2" {
+		t.Error("Redacted modified the original")
+	}
+	if got := RedactDSN("postgres://u@db/x"); got != "postgres://u@db/x" {
+		t.Errorf("RedactDSN without a password = %q", got)
+	}
+}
+
+func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
+	const pg = `{name: pg, type: postgres, postgres: {dsn: "postgres://u@localhost/db"}}`
+	tests := []struct {
+		name    string
+		yaml    string
+		environ []string
+		key     string // must appear in the message
+		want    string // must appear in the message too
+	}{
+		{"unknown top-level key", "sinkz: []", nil, `unknown key "sinkz"`, ""},
+		{"unknown nested key", "kubernetes: {contxt: x}", nil, `unknown key "kubernetes.contxt"`, ""},
+		{"unknown key in a list element", "sinks:\n  - {name: a, type: stdout, colour: red}", nil, `unknown key "sinks[0].colour"`, ""},
+		{"unknown key in sink options", "sinks:\n  - {name: a, type: kafka, kafka: {brokers: [\"k:1\"], brokerz: 1}}", nil, `unknown key "sinks[0].kafka.brokerz"`, ""},
+		{"key in the wrong case", "leaderelection: {enabled: true}", nil, `unknown key "leaderelection"`, `did you mean "leaderElection"`},
+		{"wrong type: string for number", "pipeline: {batchSize: lots}", nil, "pipeline.batchSize", `expected a number, got "lots"`},
+		{"wrong type: map for string", "cluster: {a: b}", nil, "cluster", "expected a string, got a map"},
+		{"wrong type: bool", "kubernetes: {compression: maybe}", nil, "kubernetes.compression", `expected true or false, got "maybe"`},
+		{"wrong type: duration", "pipeline: {maxWait: soon}", nil, "pipeline.maxWait", `expected a duration like "10s", got "soon"`},
+		{"wrong type: list", "resources: configmaps", nil, "resources", "expected a list"},
+		{"wrong type from env", "", []string{"KUBE_CDC_PIPELINE__BATCHSIZE=lots"}, "pipeline.batchSize", `got "lots"`},
+		{"unknown env key", "", []string{"KUBE_CDC_KUBERNETES__CONTXT=x"}, "KUBE_CDC_KUBERNETES__CONTXT", `unknown key "kubernetes.contxt"`},
+		{"env index past the list", "", []string{"KUBE_CDC_SINKS__3__POSTGRES__DSN=x"}, "KUBE_CDC_SINKS__3__POSTGRES__DSN", "no element 3"},
+		{"invalid YAML", "cluster: a\nsinks:\n  - name: [\n", nil, "config.yaml: yaml:", "line"},
+		{"empty resources", "resources: []", nil, "resources: empty list", ""},
+		{"empty sinks", "sinks: []", nil, "sinks: empty list", ""},
+		{"resource without name", "resources:\n  - namespaces: [a]", nil, "resources[0].name", "required"},
+		{"bad label selector", "resources:\n  - {name: pods, labelSelector: \"a in (\"}", nil, "resources[0].labelSelector", ""},
+		{"duplicate resource", "resources: [{name: pods}, {name: pods}]", nil, "resources[1]", "duplicate of resources[0]"},
+		{"unknown sink type", "sinks:\n  - " + pg + "\n  - {name: es, type: elastic}", nil,
+			"sinks[1].type", `unknown sink type "elastic" (want postgres, kafka or stdout)`},
+		{"sink without type", "sinks:\n  - {name: x}", nil, "sinks[0].type", "required"},
+		{"duplicate sink names", "sinks:\n  - {name: a, type: stdout}\n  - {name: a, type: stdout}", nil, "sinks[1].name", `duplicate sink name "a"`},
+		{"options of another type", "sinks:\n  - {name: a, type: stdout, kafka: {brokers: [\"k:1\"]}}", nil, "sinks[0].kafka", "set on a stdout sink"},
+		{"postgres without dsn", "sinks:\n  - {name: a, type: postgres}", nil, "sinks[0].postgres.dsn", "required"},
+		{"malformed dsn", "sinks:\n  - {name: a, type: postgres, postgres: {dsn: \"postgres://u:hunter2@db:notaport/x\"}}", nil,
+			"sinks[0].postgres.dsn", "malformed DSN"},
+		{"bad schema", "sinks:\n  - {name: a, type: postgres, postgres: {dsn: \"host=db\", schema: \"x;drop\"}}", nil, "sinks[0].postgres.schema", ""},
+		{"kafka without brokers", "sinks:\n  - {name: k, type: kafka}", nil, "sinks[0].kafka.brokers", "required"},
+		{"kafka broker without port", "sinks:\n  - {name: k, type: kafka, kafka: {brokers: [localhost]}}", nil, "sinks[0].kafka.brokers[0]", "host:port"},
+		{"unknown compression", "sinks:\n  - {name: k, type: kafka, kafka: {brokers: [\"k:1\"], compression: brotli}}", nil,
+			"sinks[0].kafka.compression", `unknown compression "brotli"`},
+		{"unknown topic placeholder", "sinks:\n  - {name: k, type: kafka, kafka: {brokers: [\"k:1\"], topic: \"t.{kind}\"}}", nil,
+			"sinks[0].kafka.topic", "{kind}"},
+		{"unknown sasl mechanism", "sinks:\n  - {name: k, type: kafka, kafka: {brokers: [\"k:1\"], sasl: {mechanism: GSSAPI}}}", nil,
+			"sinks[0].kafka.sasl.mechanism", "GSSAPI"},
+		{"unknown checkpoint type", "sinks:\n  - {name: k, type: stdout, checkpoint: {type: redis}}", nil, "sinks[0].checkpoint.type", `"redis"`},
+		{"kafka checkpoint on stdout", "sinks:\n  - {name: k, type: stdout, checkpoint: {type: kafka}}", nil, "sinks[0].checkpoint.type", "kafka sink"},
+		{"checkpoint on postgres", "sinks:\n  - {name: pg, type: postgres, postgres: {dsn: \"host=db\"}, checkpoint: {type: file}}", nil, "sinks[0].checkpoint.type", ""},
+		{"bad metrics address", "metrics: {address: \"9090\"}", nil, "metrics.address", "host:port"},
+		{"bad metrics port", "metrics: {address: \":http\"}", nil, "metrics.address", "port"},
+		{"unknown log level", "log: {level: verbose}", nil, "log.level", `unknown log level "verbose"`},
+		{"unknown log format", "log: {format: xml}", nil, "log.format", `"xml"`},
+		{"zero qps", "kubernetes: {qps: 0}", nil, "kubernetes.qps", "greater than 0"},
+		{"negative batch size", "pipeline: {batchSize: -1}", nil, "pipeline.batchSize", "greater than 0"},
+		{"bad drop path", "transforms: {drop: [\"metadata..x\"]}", nil, "transforms.drop[0]", ""},
+		{"leader election timing", "leaderElection: {enabled: true, leaseDuration: 5s}", nil, "leaderElection.leaseDuration", "renewDeadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, tt.environ...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "config: ") {
+				t.Errorf("%q does not start with \"config: \"", msg)
+			}
+			if strings.ContainsAny(msg, "\r\n") {
+				t.Errorf("%q is more than one line", msg)
+			}
+			if !strings.Contains(msg, tt.key) || !strings.Contains(msg, tt.want) {
+				t.Errorf("%q does not contain %q and %q", msg, tt.key, tt.want)
+			}
+			if strings.Contains(msg, "hunter2") {
+				t.Errorf("%q shows the password", msg)
+			}
+			if _, ok := err.(*Error); !ok {
+				t.Errorf("%T is not *Error", err)
+			}
+		})
+	}
+}
+
+func TestAMissingFileIsNamed(t *testing.T) {
+	_, err := Load(LoadOptions{File: "/nonexistent/kube-cdc.yaml", Environ: []string{}})
+	if err == nil || err.Error() != "config: /nonexistent/kube-cdc.yaml: no such file" {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestMalformedDSNNeverShowsThePassword(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://user:hunter2@db:notaport/x",
+		"postgres://user:hunter2@db/x?sslmode=bogus",
+		"host=db password=hunter2 sslmode=bogus",
+		"host=db password='hunter2' port=x",
+	} {
+		_, err := load(t, "sinks:\n  - {name: a, type: postgres, postgres: {dsn: \""+dsn+"\"}}")
+		if err == nil {
+			t.Errorf("%s: no error", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "sinks[0].postgres.dsn: malformed DSN") {
+			t.Errorf("%s: %v", dsn, err)
+		}
+	}
+}
