@@ -250,6 +250,7 @@ func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
 		{"wrong type from env", "", []string{"KUBE_CDC_PIPELINE__BATCHSIZE=lots"}, "pipeline.batchSize", `got "lots"`},
 		{"unknown env key", "", []string{"KUBE_CDC_KUBERNETES__CONTXT=x"}, "KUBE_CDC_KUBERNETES__CONTXT", `unknown key "kubernetes.contxt"`},
 		{"env index past the list", "", []string{"KUBE_CDC_SINKS__3__POSTGRES__DSN=x"}, "KUBE_CDC_SINKS__3__POSTGRES__DSN", "no element 3"},
+		{"env sets a whole list", "", []string{"KUBE_CDC_SINKS=x"}, "KUBE_CDC_SINKS", "map or list"},
 		{"invalid YAML", "cluster: a\nsinks:\n  - name: [\n", nil, "config.yaml: yaml:", "line"},
 		{"empty resources", "resources: []", nil, "resources: empty list", ""},
 		{"empty sinks", "sinks: []", nil, "sinks: empty list", ""},

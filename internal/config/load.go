@@ -214,8 +214,11 @@ func parseEnv(environ []string) (scalars []string, indexed []indexedEnv, _ error
 			}
 		}
 		k, ok := keys[strings.Join(pattern, ".")]
-		if !ok || k.typ == nil {
+		if !ok {
 			return nil, nil, errorf("%s: unknown key %q", name, strings.Join(lower, "."))
+		}
+		if k.typ == nil {
+			return nil, nil, errorf("%s: %s is a map or list; the environment sets only the keys inside it (like KUBE_CDC_SINKS__0__NAME)", name, k.path)
 		}
 		if !hasIndex {
 			scalars = append(scalars, kv)
