@@ -1,0 +1,19 @@
+// Package source turns a Kubernetes resource into a stream of events: a paged LIST (a
+// relist) when there is no usable checkpoint, then a Watch from the last resource version
+// with bookmarks, resumed after every disconnect and relisted after 410 Gone.
+//
+// It never decodes an object into Go maps or typed structs. Objects travel as the JSON
+// bytes the apiserver sent; the few metadata fields kube-cdc needs (name, namespace, uid,
+// resourceVersion, labels, the newest managedFields entry) are read with gjson, and the
+// transforms (drop managedFields, redact Secrets, configured drops) edit the bytes with
+// sjson. The only per-object state is what the caller keeps: this package keeps none.
+//
+// Retry policy, beside the code that applies it (stream.go):
+//   - a watch that closes, silently or with an error, is re-opened from the last RV
+//     (client-go's RetryWatcher), with exponential backoff and jitter between failures;
+//   - 410 Gone / "too old resource version" is never retried: the stream relists;
+//   - Forbidden, Unauthorized and NotFound are terminal for the resource and returned,
+//     marked with retry.Terminal, so the daemon reports them plainly.
+//
+// This is the only package that imports client-go.
+package source

@@ -1,0 +1,33 @@
+package source
+
+import "github.com/kube-cdc/kube-cdc/internal/change"
+
+// EventType says what an Event carries.
+type EventType int
+
+const (
+	// Changed carries a watch event as a change (Op and RV set, Snapshot false).
+	Changed EventType = iota
+	// RelistBegin starts a relist: Listed events follow, then RelistEnd. A relist that
+	// fails part-way is started again with another RelistBegin.
+	RelistBegin
+	// Listed carries one object of a relist (Snapshot true, Op left to the reconcile
+	// diff, which alone knows whether the sink holds it).
+	Listed
+	// RelistEnd ends a relist; RV is the LIST's resource version. Keys the sink holds
+	// that were not listed are gone.
+	RelistEnd
+	// Progress says every change up to RV was delivered (a bookmark).
+	Progress
+)
+
+func (t EventType) String() string {
+	return [...]string{"changed", "relist-begin", "listed", "relist-end", "progress"}[t]
+}
+
+// Event is what a stream emits, in order.
+type Event struct {
+	Type   EventType
+	Change change.Change // Changed, Listed
+	RV     change.RV     // RelistEnd, Progress
+}

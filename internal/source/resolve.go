@@ -1,0 +1,208 @@
+package source
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// Spec is one configured resource: the `resources[]` config keys.
+type Spec struct {
+	// Name is a plural ("configmaps"), plural.group ("deployments.apps",
+	// "widgets.example.com"), group/version/resource ("apps/v1/deployments",
+	// "v1/configmaps" for the core group), or a kind or short name ("ConfigMap", "cm").
+	Name          string
+	Namespaces    []string // empty: all namespaces
+	LabelSelector string
+	FieldSelector string
+}
+
+// Target is a resolved Spec: what one stream lists and watches.
+type Target struct {
+	Resource      change.Resource
+	Namespaces    []string
+	LabelSelector string
+	FieldSelector string
+}
+
+// Resolve looks every spec up through discovery (CRDs included) and returns one target
+// per spec. A name that matches nothing is an error listing close matches.
+func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) {
+	lists, err := disc.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("discover the apiserver's resources: %w", err)
+	}
+	var all []change.Resource
+	var aliases [][]string
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "watch") {
+				continue
+			}
+			all = append(all, change.Resource{Group: gv.Group, Version: gv.Version, Resource: r.Name, Kind: r.Kind, Namespaced: r.Namespaced})
+			aliases = append(aliases, resourceAliases(r))
+		}
+	}
+	targets := make([]Target, 0, len(specs))
+	seen := map[string]string{}
+	for i, s := range specs {
+		res, err := match(all, aliases, s.Name)
+		if err != nil {
+			return nil, fmt.Errorf("resources[%d]: %w", i, err)
+		}
+		if !res.Namespaced && len(s.Namespaces) > 0 {
+			return nil, fmt.Errorf("resources[%d].namespaces: %s is cluster-scoped", i, res.ID())
+		}
+		res.Scope = scope(s)
+		id := res.ID() + "#" + res.Scope
+		if prev, dup := seen[id]; dup {
+			return nil, fmt.Errorf("resources[%d]: %q names the same resource and scope as %q", i, s.Name, prev)
+		}
+		seen[id] = s.Name
+		targets = append(targets, Target{Resource: res, Namespaces: slices.Clone(s.Namespaces), LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector})
+	}
+	return targets, nil
+}
+
+func resourceAliases(r metav1.APIResource) []string {
+	a := []string{strings.ToLower(r.Kind), r.SingularName}
+	return append(a, r.ShortNames...)
+}
+
+func match(all []change.Resource, aliases [][]string, name string) (change.Resource, error) {
+	name = strings.TrimSpace(name)
+	var found []change.Resource
+	switch parts := strings.Split(name, "/"); len(parts) {
+	case 3: // group/version/resource
+		for _, r := range all {
+			if r.Group == parts[0] && r.Version == parts[1] && r.Resource == parts[2] {
+				found = append(found, r)
+			}
+		}
+		if len(found) == 0 {
+			// A version that is served but not preferred: trust the caller's version.
+			for _, r := range all {
+				if r.Group == parts[0] && r.Resource == parts[2] {
+					r.Version = parts[1]
+					found = append(found, r)
+				}
+			}
+		}
+	case 2: // version/resource in the core group
+		for _, r := range all {
+			if r.Group == "" && r.Resource == parts[1] {
+				r.Version = parts[0]
+				found = append(found, r)
+			}
+		}
+	case 1:
+		lower := strings.ToLower(name)
+		for _, r := range all {
+			if r.ID() == lower {
+				found = append(found, r)
+			}
+		}
+		if len(found) == 0 {
+			for i, r := range all {
+				if r.Resource == lower || slices.Contains(aliases[i], lower) {
+					found = append(found, r)
+				}
+			}
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		// The core group wins a bare plural, as kubectl's does.
+		for _, r := range found {
+			if r.Group == "" {
+				return r, nil
+			}
+		}
+		ids := make([]string, len(found))
+		for i, r := range found {
+			ids[i] = r.ID()
+		}
+		return change.Resource{}, fmt.Errorf("resource %q is ambiguous: %s", name, strings.Join(ids, ", "))
+	}
+	return change.Resource{}, fmt.Errorf("unknown resource %q%s", name, suggest(all, name))
+}
+
+// suggest lists up to five served resources whose names are close to name.
+func suggest(all []change.Resource, name string) string {
+	type cand struct {
+		id string
+		d  int
+	}
+	var cs []cand
+	base := strings.ToLower(name)
+	if i := strings.LastIndex(base, "/"); i >= 0 {
+		base = base[i+1:]
+	}
+	for _, r := range all {
+		d := levenshtein(base, r.ID())
+		if d2 := levenshtein(strings.SplitN(base, ".", 2)[0], r.Resource); d2 < d {
+			d = d2
+		}
+		if d <= 3 || strings.Contains(r.ID(), base) {
+			cs = append(cs, cand{r.ID(), d})
+		}
+	}
+	if len(cs) == 0 {
+		return " (run `kubectl api-resources` to list what the server serves)"
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].d < cs[j].d || cs[i].d == cs[j].d && cs[i].id < cs[j].id })
+	var ids []string
+	for i, c := range cs {
+		if i == 5 {
+			break
+		}
+		ids = append(ids, c.id)
+	}
+	return "; did you mean " + strings.Join(ids, ", ") + "?"
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// scope is "" for a whole resource, else a short digest of the configured subset.
+func scope(s Spec) string {
+	if len(s.Namespaces) == 0 && s.LabelSelector == "" && s.FieldSelector == "" {
+		return ""
+	}
+	ns := slices.Clone(s.Namespaces)
+	slices.Sort(ns)
+	h := sha256.Sum256([]byte(strings.Join(ns, ",") + "|" + s.LabelSelector + "|" + s.FieldSelector))
+	return hex.EncodeToString(h[:6])
+}

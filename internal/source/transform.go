@@ -1,0 +1,116 @@
+package source
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// lastApplied is kubectl's copy of the applied manifest: for a Secret, its values in clear.
+const lastAppliedPath = `metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration`
+
+// Transform edits an object's JSON before it leaves the source.
+type Transform struct {
+	// RedactSecrets replaces each value of a Secret's data and stringData, and its
+	// last-applied annotation, by "sha256:<hex>" of the value, so a change stays visible
+	// and the value does not.
+	RedactSecrets bool
+	// Drop lists sjson paths deleted from every object ("status", "metadata.annotations.x").
+	Drop []string
+}
+
+// meta is what the stream reads of an object.
+type meta struct {
+	name, namespace, uid, rv string
+	labels                   []byte
+	changedBy                string
+}
+
+// apply reads the object's metadata, records who changed it last, and returns the
+// transformed JSON. secret says whether the object is a core/v1 Secret.
+func (t *Transform) apply(data []byte, secret bool) ([]byte, meta, error) {
+	r := gjson.GetManyBytes(data, "metadata.name", "metadata.namespace", "metadata.uid",
+		"metadata.resourceVersion", "metadata.labels", "metadata.managedFields")
+	m := meta{name: r[0].Str, namespace: r[1].Str, uid: r[2].Str, rv: r[3].Str}
+	if r[4].IsObject() {
+		m.labels = []byte(r[4].Raw)
+	} else {
+		m.labels = []byte("{}")
+	}
+	var err error
+	if mf := r[5]; mf.Exists() {
+		m.changedBy = newestManager(mf)
+		if data, err = sjson.DeleteBytes(data, "metadata.managedFields"); err != nil {
+			return nil, m, err
+		}
+	}
+	if secret && t.RedactSecrets {
+		if data, err = redactSecret(data); err != nil {
+			return nil, m, err
+		}
+	}
+	for _, p := range t.Drop {
+		if gjson.GetBytes(data, p).Exists() {
+			if data, err = sjson.DeleteBytes(data, p); err != nil {
+				return nil, m, err
+			}
+		}
+	}
+	return data, m, nil
+}
+
+// newestManager returns "manager/operation" of the managedFields entry with the latest
+// time (RFC 3339 strings of one format order as text).
+func newestManager(mf gjson.Result) string {
+	var best, bestTime string
+	mf.ForEach(func(_, e gjson.Result) bool {
+		r := e.Get("time").Str
+		if best == "" || r >= bestTime {
+			best = e.Get("manager").Str + "/" + e.Get("operation").Str
+			bestTime = r
+		}
+		return true
+	})
+	return best
+}
+
+func redactSecret(data []byte) ([]byte, error) {
+	var err error
+	for _, field := range []string{"data", "stringData"} {
+		obj := gjson.GetBytes(data, field)
+		if !obj.IsObject() {
+			continue
+		}
+		var keys, vals []string
+		obj.ForEach(func(k, v gjson.Result) bool {
+			keys = append(keys, k.Str)
+			vals = append(vals, v.String())
+			return true
+		})
+		for i, k := range keys {
+			if data, err = sjson.SetBytes(data, field+"."+escapePath(k), digest(vals[i])); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if a := gjson.GetBytes(data, lastAppliedPath); a.Exists() {
+		if data, err = sjson.SetBytes(data, lastAppliedPath, digest(a.Str)); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
+func digest(v string) string {
+	s := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// escapePath escapes the characters gjson/sjson give meaning to in a path component.
+func escapePath(k string) string {
+	r := strings.NewReplacer(`\`, `\\`, `.`, `\.`, `*`, `\*`, `?`, `\?`, `|`, `\|`, `#`, `\#`, `@`, `\@`, `:`, `\:`)
+	return r.Replace(k)
+}
