@@ -1,0 +1,14 @@
+// Package metrics is kube-cdc's Prometheus instrumentation and its HTTP endpoint
+// (design §7): /metrics, /healthz and /readyz on one listener.
+//
+// There is no global state: New registers every series on its own registry (plus the Go
+// and process collectors), so tests and several pipelines in one process never collide.
+// Every method is safe on a nil *Metrics, so code under test can pass nil instead of
+// building a registry it never reads.
+//
+// Every series is prefixed kube_cdc_. The ones worth alerting on: kube_cdc_lag_seconds
+// (event received → sink acknowledged), rate(kube_cdc_relists_total) and
+// rate(kube_cdc_gone_total) (410 storms), kube_cdc_sink_errors_total{class="terminal"},
+// and time() - kube_cdc_checkpoint_timestamp_seconds (checkpoint age). docs/operations.md
+// has the PromQL.
+package metrics

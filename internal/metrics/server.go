@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// shutdownTimeout bounds the graceful shutdown; scrapes are short, so a stuck one is not
+// worth holding SIGTERM for.
+const shutdownTimeout = 5 * time.Second
+
+// Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
+// runs) and /readyz (503 with ready's error until it returns nil, then 200 "ok"). A nil
+// ready is always ready.
+func Mux(m *Metrics, ready func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if ready != nil {
+			if err := ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// Serve serves Mux(m, ready) on addr until ctx ends, then shuts down gracefully and
+// returns nil. An addr of "" disables the endpoint: Serve then only waits for ctx, so it
+// keeps the blocking Start(ctx) shape either way. A listener that cannot be opened is an
+// error at once.
+func Serve(ctx context.Context, addr string, m *Metrics, ready func() error, log *slog.Logger) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           Mux(m, ready),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("serving /metrics, /healthz and /readyz", "address", ln.Addr().String())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics: serve on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		log.Warn("metrics endpoint did not shut down cleanly", "err", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: serve on %s: %w", addr, err)
+	}
+	return nil
+}
