@@ -1,0 +1,237 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/source"
+)
+
+// cursor is one sink's position in one resource's stream: it turns events into batches,
+// reconciles relists against the sink's key index, writes, and checkpoints.
+type cursor struct {
+	p        *Pipeline
+	sink     Sink
+	res      change.Resource
+	log      *slog.Logger
+	writeCtx context.Context // outlives the stream by FlushTimeout
+
+	committed change.RV // durable in the sink
+	pending   change.RV // what the next batch will checkpoint
+	batch     []change.Change
+	bytes     int
+	first     time.Time // arrival of the oldest unwritten change, or zero
+
+	// index is the sink's key index while a relist is under way, else nil; keys are
+	// removed as the LIST shows them, so what is left at RelistEnd was deleted.
+	index map[change.Key]change.Entry
+
+	synced  atomic.Bool
+	lastErr atomic.Pointer[string]
+}
+
+func newCursor(p *Pipeline, s Sink, res change.Resource, ck change.RV, writeCtx context.Context) *cursor {
+	c := &cursor{p: p, sink: s, res: res, committed: ck, pending: ck, writeCtx: writeCtx,
+		log: p.opts.Log.With("sink", s.Name(), "resource", res.ID())}
+	c.synced.Store(ck > 0)
+	return c
+}
+
+// run consumes q until it is closed, then writes what is left.
+func (c *cursor) run(q <-chan source.Event) error {
+	c.index = nil // a relist cut short by a detach starts over on the next stream
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var ev source.Event
+		var ok bool
+		if c.dirty() {
+			wait := c.p.opts.MaxWait - time.Since(c.first)
+			if wait <= 0 && len(q) == 0 {
+				if err := c.flush(); err != nil {
+					return err
+				}
+				continue
+			}
+			timer.Reset(max(wait, 0))
+			select {
+			case ev, ok = <-q:
+				timer.Stop()
+			case <-timer.C:
+				if err := c.flush(); err != nil {
+					return err
+				}
+				continue
+			}
+		} else {
+			ev, ok = <-q
+		}
+		if !ok {
+			return c.flush()
+		}
+		if err := c.handle(ev); err != nil {
+			return err
+		}
+		if len(c.batch) >= c.p.opts.BatchSize || c.bytes >= c.p.opts.BatchBytes {
+			if err := c.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.committed }
+
+func (c *cursor) add(ch change.Change) {
+	if len(c.batch) == 0 {
+		c.first = time.Now()
+	}
+	c.batch = append(c.batch, ch)
+	c.bytes += len(ch.Object)
+}
+
+func (c *cursor) handle(ev source.Event) error {
+	switch ev.Type {
+	case source.Changed:
+		if ev.Change.RV <= c.pending {
+			return nil // the sink has it: it was ahead of the shared stream
+		}
+		c.add(ev.Change)
+		c.pending = ev.Change.RV
+	case source.Progress:
+		if ev.RV > c.pending {
+			if len(c.batch) == 0 {
+				c.first = time.Now()
+			}
+			c.pending = ev.RV
+		}
+	case source.RelistBegin:
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.loadIndex()
+	case source.Listed:
+		c.reconcile(ev.Change)
+	case source.RelistEnd:
+		c.reconcileEnd(ev.RV)
+		return c.flush()
+	}
+	return nil
+}
+
+func (c *cursor) loadIndex() error {
+	var idx map[change.Key]change.Entry
+	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "read key index", func(ctx context.Context) error {
+		idx = make(map[change.Key]change.Entry)
+		return c.sink.KeyIndex(ctx, c.res, func(k change.Key, e change.Entry) error {
+			idx[k] = e
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("sink %s: read key index of %s: %w", c.sink.Name(), c.res.ID(), err)
+	}
+	c.index = idx
+	c.p.opts.Metrics.KeyIndexSize(c.sink.Name(), c.res.ID(), len(idx))
+	return nil
+}
+
+// reconcile is the reconcile diff's step for one listed object: nothing when the sink
+// holds this very version, else an upsert marked as a snapshot.
+func (c *cursor) reconcile(ch change.Change) {
+	if c.index == nil {
+		return // a relist whose beginning this cursor did not see (it was detached)
+	}
+	held, ok := c.index[ch.Key]
+	delete(c.index, ch.Key)
+	if ok && held.UID == ch.UID && held.RV == ch.RV {
+		return
+	}
+	ch.Op = change.OpUpdate
+	if !ok || held.UID != ch.UID {
+		ch.Op = change.OpCreate
+	}
+	c.add(ch)
+}
+
+// reconcileEnd emits an inferred delete for every key the sink holds that the LIST did
+// not show, at the LIST's RV, and moves the checkpoint to it.
+func (c *cursor) reconcileEnd(listRV change.RV) {
+	if c.index == nil {
+		return
+	}
+	now := time.Now()
+	for k, e := range c.index {
+		c.add(change.Change{Cluster: c.p.opts.Cluster, Resource: c.res, Key: k, UID: e.UID, RV: listRV,
+			Op: change.OpDelete, Inferred: true, ObservedAt: now})
+	}
+	c.index = nil
+	if listRV > c.pending {
+		c.pending = listRV
+	}
+}
+
+// flush writes the batch and its checkpoint, retrying retryable failures until it
+// succeeds or the write context ends.
+func (c *cursor) flush() error {
+	if !c.dirty() {
+		return nil
+	}
+	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending}
+	// Until a relist ends, its batches keep the old checkpoint (pending does not move
+	// during a relist): a crash part-way relists again.
+	start := time.Now()
+	m := c.p.opts.Metrics
+	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "write batch", func(ctx context.Context) error {
+		err := c.sink.Write(ctx, b)
+		if err != nil {
+			class := "retryable"
+			if retry.IsTerminal(err) {
+				class = "terminal"
+			}
+			m.SinkError(c.sink.Name(), class)
+			msg := err.Error()
+			c.lastErr.Store(&msg)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sink %s: write %d changes of %s: %w", c.sink.Name(), len(b.Changes), c.res.ID(), err)
+	}
+	c.lastErr.Store(nil)
+	now := time.Now()
+	sink, res := c.sink.Name(), c.res.ID()
+	m.BatchWritten(sink, res, len(b.Changes), now.Sub(start))
+	var counts [3]int
+	for i := range b.Changes {
+		ch := &b.Changes[i]
+		m.Lag(sink, res, now.Sub(ch.ObservedAt))
+		switch ch.Op {
+		case change.OpCreate:
+			counts[0]++
+		case change.OpUpdate:
+			counts[1]++
+		case change.OpDelete:
+			counts[2]++
+		}
+	}
+	for i, op := range []change.Op{change.OpCreate, change.OpUpdate, change.OpDelete} {
+		if counts[i] > 0 {
+			m.Changes(sink, res, string(op), counts[i])
+		}
+	}
+	c.committed = c.pending
+	if c.committed > 0 && c.index == nil {
+		c.synced.Store(true)
+		m.Checkpoint(sink, res, uint64(c.committed), now)
+	}
+	c.batch = make([]change.Change, 0, min(cap(c.batch), c.p.opts.BatchSize))
+	c.bytes = 0
+	c.first = time.Time{}
+	return nil
+}
