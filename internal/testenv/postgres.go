@@ -1,0 +1,410 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PostgresDSNEnv names the environment variable that points the tests at an existing
+// PostgreSQL server (a superuser's DSN) instead of starting a private one.
+const PostgresDSNEnv = "KUBE_CDC_TEST_POSTGRES_DSN"
+
+// postgresSuperuser is the role initdb creates; tests connect as it over TCP with a
+// password, so a wrong password is rejected as it would be in production.
+const postgresSuperuser = "kubecdc"
+
+// Postgres is a PostgreSQL server for tests: a private one under a temporary directory
+// (listening on 127.0.0.1 and a unix socket there), or the server named by
+// KUBE_CDC_TEST_POSTGRES_DSN.
+type Postgres struct {
+	adminDSN string // superuser, database "postgres"
+	external bool
+
+	// Private servers only.
+	bin      string // directory holding initdb and postgres
+	dir      string // temporary directory: data/, socket, log
+	port     int
+	cred     *syscall.Credential // non-nil when running as root: run the server as "postgres"
+	password string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// StartPostgres starts a private PostgreSQL server, or connects to the server named by
+// KUBE_CDC_TEST_POSTGRES_DSN when that is set. Call Stop when done (TestMain's cleanup).
+func StartPostgres(ctx context.Context) (*Postgres, error) {
+	if dsn := os.Getenv(PostgresDSNEnv); dsn != "" {
+		p := &Postgres{adminDSN: dsn, external: true}
+		if err := p.waitReady(ctx, 10*time.Second); err != nil {
+			return nil, fmt.Errorf("%s: %w", PostgresDSNEnv, err)
+		}
+		return p, nil
+	}
+	bin, err := postgresBinDir("/usr/lib/postgresql/*/bin")
+	if err != nil {
+		return nil, err
+	}
+	p := &Postgres{bin: bin}
+	if err := p.init(); err != nil {
+		p.removeDir()
+		return nil, err
+	}
+	if err := p.start(ctx); err != nil {
+		tail := Tail(p.LogPath(), 30)
+		p.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, tail)
+	}
+	return p, nil
+}
+
+// NewPostgres starts a server for one test and stops it when the test ends, printing the
+// tail of the server log if the test failed.
+func NewPostgres(t testing.TB) *Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := StartPostgres(ctx)
+	if err != nil {
+		t.Fatalf("start PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && !p.external {
+			t.Log(Tail(p.LogPath(), 50))
+		}
+		p.Stop()
+	})
+	return p
+}
+
+// AdminDSN is a superuser's DSN for the "postgres" database.
+func (p *Postgres) AdminDSN() string { return p.adminDSN }
+
+// LogPath is the server's log file ("" for an external server).
+func (p *Postgres) LogPath() string {
+	if p.external {
+		return ""
+	}
+	return filepath.Join(p.dir, "postgres.log")
+}
+
+// NewDatabase creates a fresh database for t and returns a superuser's DSN for it; the
+// database is dropped (connections and all) when t ends.
+func (p *Postgres) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := databaseName(t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && !p.external {
+			t.Log(Tail(p.LogPath(), 30))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	dsn, err := withDatabase(p.adminDSN, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// TerminateBackends ends every connection to database db (as an administrator would, or
+// a failover), waiting until they are gone.
+func (p *Postgres) TerminateBackends(ctx context.Context, db string) error {
+	conn, err := pgx.Connect(ctx, p.adminDSN)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_backend_pid()`, db)
+	if err != nil {
+		return fmt.Errorf("terminate backends of %s: %w", db, err)
+	}
+	return nil
+}
+
+// Restart stops the server (fast shutdown: connections are closed) and starts it again
+// on the same port with the same data.
+func (p *Postgres) Restart(ctx context.Context) error {
+	if p.external {
+		return errors.New("cannot restart the external PostgreSQL server named by " + PostgresDSNEnv)
+	}
+	if err := p.shutdown(); err != nil {
+		return err
+	}
+	if err := p.start(ctx); err != nil {
+		return fmt.Errorf("%w\n%s", err, Tail(p.LogPath(), 30))
+	}
+	return nil
+}
+
+// Stop shuts a private server down and removes its directory. It does nothing to an
+// external server.
+func (p *Postgres) Stop() {
+	if p.external {
+		return
+	}
+	_ = p.shutdown()
+	p.removeDir()
+}
+
+// postgresBinDir finds initdb and postgres in the directories matching pattern (the
+// newest major version first), else on $PATH.
+func postgresBinDir(pattern string) (string, error) {
+	const hint = "install PostgreSQL server binaries (Debian: apt-get install postgresql)"
+	dirs, _ := filepath.Glob(pattern)
+	// Prefer the newest major version.
+	sort.Slice(dirs, func(i, j int) bool { return majorOf(dirs[i]) > majorOf(dirs[j]) })
+	if pg, err := exec.LookPath("postgres"); err == nil {
+		dirs = append(dirs, filepath.Dir(pg))
+	}
+	for _, d := range dirs {
+		if isExecutable(filepath.Join(d, "initdb")) && isExecutable(filepath.Join(d, "postgres")) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("initdb and postgres not found in %s or $PATH: %s, or set %s to a superuser's DSN", pattern, hint, PostgresDSNEnv)
+}
+
+func majorOf(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// init creates the temporary directory and the cluster in it.
+func (p *Postgres) init() error {
+	dir, err := os.MkdirTemp("", "kube-cdc-postgres-")
+	if err != nil {
+		return err
+	}
+	p.dir = dir
+	if os.Geteuid() == 0 {
+		// initdb refuses to run as root: run the server as the postgres user.
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return fmt.Errorf("running as root, so PostgreSQL must run as the postgres user, but: %w", err)
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		p.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, int(uid), int(gid)); err != nil {
+			return err
+		}
+	}
+	p.password = randomHex(12)
+	pwfile := filepath.Join(dir, "pwfile")
+	if err := p.writeOwned(pwfile, p.password+"\n"); err != nil {
+		return err
+	}
+	if err := p.writeOwned(p.LogPath(), ""); err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(p.bin, "initdb"),
+		"-D", filepath.Join(dir, "data"),
+		"-U", postgresSuperuser, "--pwfile", pwfile,
+		"--auth", "scram-sha-256", "-E", "UTF8", "--locale", "C", "--no-sync")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	out, err := cmd.CombinedOutput()
+	_ = os.Remove(pwfile)
+	if err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	if p.port, err = FreePort(); err != nil {
+		return err
+	}
+	p.adminDSN = fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable",
+		postgresSuperuser, p.password, p.port)
+	return nil
+}
+
+func (p *Postgres) writeOwned(path, content string) error {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return err
+	}
+	if p.cred != nil {
+		return os.Chown(path, int(p.cred.Uid), int(p.cred.Gid))
+	}
+	return nil
+}
+
+// start runs the postmaster and waits until it accepts connections.
+func (p *Postgres) start(ctx context.Context) error {
+	logf, err := os.OpenFile(p.LogPath(), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd := exec.Command(filepath.Join(p.bin, "postgres"),
+		"-D", filepath.Join(p.dir, "data"),
+		"-p", strconv.Itoa(p.port),
+		"-h", "127.0.0.1",
+		"-k", p.dir,
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "max_connections=200",
+		"-c", "shared_buffers=64MB",
+		"-c", "log_min_messages=warning",
+		"-c", "log_connections=off",
+	)
+	cmd.Dir = p.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: p.cred,
+		Setpgid:    true, // a ^C to the test run is for the test binary; we shut down in order
+		// If the test binary dies, an immediate shutdown keeps no server behind.
+		Pdeathsig: syscall.SIGQUIT,
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+
+	ready := make(chan error, 1)
+	go func() { ready <- p.waitReady(ctx, time.Minute) }()
+	select {
+	case err := <-ready:
+		return err
+	case <-done:
+		return fmt.Errorf("postgres exited during start-up: %v", cmd.ProcessState)
+	}
+}
+
+// waitReady polls until a superuser connection succeeds.
+func (p *Postgres) waitReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, p.adminDSN)
+		if err == nil {
+			err = conn.Ping(ctx)
+			conn.Close(context.WithoutCancel(ctx))
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("PostgreSQL not ready within %v: %w", limit, redactErr(err, p.password))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// shutdown asks for a fast shutdown (roll back, close connections, checkpoint) and
+// kills the server if that takes too long.
+func (p *Postgres) shutdown() error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd, p.done = nil, nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(30 * time.Second):
+	}
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return errors.New("postgres did not shut down within 30s; killed it")
+}
+
+func (p *Postgres) removeDir() {
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
+	}
+}
+
+func (p *Postgres) admin(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, p.adminDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+var nonIdent = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// databaseName derives a unique, readable database name from a test name.
+func databaseName(test string) string {
+	base := strings.Trim(nonIdent.ReplaceAllString(strings.ToLower(test), "_"), "_")
+	if len(base) > 50 {
+		base = base[:50]
+	}
+	return "t_" + base + "_" + randomHex(4)
+}
+
+// withDatabase returns dsn with its database replaced by db; dsn is a URL or a
+// key=value connection string.
+func withDatabase(dsn, db string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", errors.New("parse the PostgreSQL DSN: invalid URL")
+		}
+		u.Path = "/" + db
+		return u.String(), nil
+	}
+	// Later keys win in key=value strings.
+	return dsn + " dbname=" + db, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func redactErr(err error, secret string) error {
+	if err == nil || secret == "" {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), secret, "***"))
+}
