@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/source"
+)
+
+type kubeSource struct {
+	rest    *rest.Config
+	clients *source.Clients
+}
+
+// restConfig finds the apiserver: in-cluster first when nothing is configured, then the
+// kubeconfig file ($KUBECONFIG, ~/.kube/config) and context.
+func restConfig(k config.Kubernetes) (*rest.Config, error) {
+	if k.Kubeconfig == "" && k.Context == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.Kubeconfig != "" {
+		rules.ExplicitPath = k.Kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	return cfg, nil
+}
+
+func connectSource(cfg *config.Config) (*kubeSource, error) {
+	rc, err := restConfig(cfg.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	if rc.Timeout == 0 {
+		rc.Timeout = time.Minute // LIST pages and discovery; watches have no timeout
+	}
+	clients, err := source.NewClients(rc, source.ClientOptions{QPS: cfg.Kubernetes.QPS, Burst: cfg.Kubernetes.Burst, Compression: cfg.Kubernetes.Compression})
+	if err != nil {
+		return nil, err
+	}
+	return &kubeSource{rest: rc, clients: clients}, nil
+}

@@ -1,0 +1,57 @@
+// Command kube-cdc streams the state of a Kubernetes cluster into PostgreSQL, Kafka or
+// stdout: `run`, `migrate`, `check`, `status`, `version` (design §7). This package only
+// wires the internal packages together.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/version"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		// One line, naming the cause: wrapped errors from drivers sometimes carry newlines.
+		fmt.Fprintln(os.Stderr, "kube-cdc: "+strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " "))
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kube-cdc",
+		Short:         "Stream Kubernetes objects into PostgreSQL, Kafka or stdout, like Debezium does for a database",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "kube-cdc", version.String())
+		},
+	})
+	return root
+}
+
+// configFlags adds -c/--config and the config keys' flags to a command.
+func configFlags(fs *pflag.FlagSet) *string {
+	file := fs.StringP("config", "c", "", "config file (YAML); default: none (built-in defaults, env, flags)")
+	config.RegisterFlags(fs)
+	return file
+}
+
+func loadConfig(file string, fs *pflag.FlagSet) (*config.Config, error) {
+	return config.Load(config.LoadOptions{File: file, Flags: fs})
+}

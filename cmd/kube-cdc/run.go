@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/metrics"
+	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/source"
+	"github.com/kube-cdc/kube-cdc/internal/version"
+)
+
+func newRunCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Stream the configured resources into the configured sinks until SIGTERM",
+		Args:  cobra.NoArgs,
+	}
+	file := configFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(*file, cmd.Flags())
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), cfg)
+	}
+	return cmd
+}
+
+func newLogger(cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// run is `kube-cdc run`: it resolves the resources, opens the sinks and streams until ctx
+// ends (SIGTERM), then flushes and returns nil.
+func run(ctx context.Context, cfg *config.Config) error {
+	log := newLogger(cfg)
+	log.Info("starting kube-cdc", "version", version.String(), "cluster", cfg.Cluster,
+		"resources", len(cfg.Resources), "sinks", len(cfg.Sinks))
+	m := metrics.New()
+
+	src, err := connectSource(cfg)
+	if err != nil {
+		return err
+	}
+	targets, err := source.Resolve(src.clients.Discovery, sourceSpecs(cfg))
+	if err != nil {
+		return err
+	}
+
+	var p *pipeline.Pipeline
+	ready := func() error {
+		if p == nil {
+			return errors.New("starting")
+		}
+		return p.Ready()
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	if cfg.Metrics.Address != "" {
+		g.Go(func() error { return metrics.Serve(gctx, cfg.Metrics.Address, m, ready, log) })
+	}
+	stream := func(gctx context.Context) error {
+		sinks, closeSinks, err := openSinks(gctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer closeSinks()
+		p = pipeline.New(pipelineOptions(cfg, log, m), sinks, pipelineTargets(cfg, src, targets, log, m))
+		return p.Run(gctx)
+	}
+	g.Go(func() error {
+		if !cfg.LeaderElection.Enabled {
+			return stream(gctx)
+		}
+		cs, err := kubernetes.NewForConfig(src.rest)
+		if err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+		return lead(gctx, cs, cfg, log, stream)
+	})
+	err = g.Wait()
+	if err == nil || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
+		log.Info("stopped")
+		return nil
+	}
+	return err
+}
+
+func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {
+	return pipeline.Options{
+		Cluster:    cfg.Cluster,
+		BatchSize:  cfg.Pipeline.BatchSize,
+		BatchBytes: cfg.Pipeline.BatchBytes,
+		MaxWait:    cfg.Pipeline.MaxWait,
+		Buffer:     cfg.Pipeline.Buffer,
+		Log:        log,
+		Metrics:    m,
+	}
+}
+
+func sourceSpecs(cfg *config.Config) []source.Spec {
+	specs := make([]source.Spec, len(cfg.Resources))
+	for i, r := range cfg.Resources {
+		specs[i] = source.Spec{Name: r.Name, Namespaces: r.Namespaces, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector}
+	}
+	return specs
+}
+
+func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Target, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
+	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, Drop: cfg.Transforms.Drop}
+	out := make([]pipeline.Target, len(targets))
+	for i, t := range targets {
+		out[i] = pipeline.Target{Resource: t.Resource, NewStream: func() pipeline.Streamer {
+			return &source.Stream{
+				Clients:   src.clients,
+				Target:    t,
+				Cluster:   cfg.Cluster,
+				PageSize:  cfg.Kubernetes.PageSize,
+				Transform: tr,
+				Log:       log,
+				Observer:  m,
+			}
+		}}
+	}
+	return out
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
+)
+
+// openSinks opens every configured sink with its checkpoint store. On error, the sinks
+// opened so far are closed.
+func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]pipeline.Sink, func(), error) {
+	var sinks []pipeline.Sink
+	closeAll := func() {
+		for _, s := range sinks {
+			if err := s.Close(); err != nil {
+				log.Warn("close sink", "sink", s.Name(), "error", err)
+			}
+		}
+	}
+	for _, sc := range cfg.Sinks {
+		s, err := openSink(ctx, cfg, sc, log.With("sink", sc.Name))
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		sinks = append(sinks, s)
+	}
+	return sinks, closeAll, nil
+}
+
+func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (pipeline.Sink, error) {
+	switch sc.Type {
+	case config.SinkPostgres:
+		return postgres.New(ctx, sc.Name, cfg.Cluster, *sc.Postgres, log)
+	case config.SinkStdout:
+		store, err := openStore(ctx, cfg, sc, log)
+		if err != nil {
+			return nil, err
+		}
+		return stdout.New(sc.Name, cfg.Cluster, os.Stdout, store), nil
+	case config.SinkKafka:
+		return openKafka(ctx, cfg, sc, log)
+	}
+	return nil, fmt.Errorf("sinks: %s: unknown type %q", sc.Name, sc.Type)
+}
+
+var errNoStore = errors.New("no checkpoint store")

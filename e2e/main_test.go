@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
+)
+
+// One control plane and one PostgreSQL server serve every test of the package; each test
+// works in namespaces and a database of its own. The binary is built once.
+var (
+	kube   *testenv.Kube
+	pg     *testenv.Postgres
+	binary string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(mainWithServers(m))
+}
+
+func mainWithServers(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "kube-cdc-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "kube-cdc")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/kube-cdc")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build kube-cdc: %v\n%s", err, out)
+		return 1
+	}
+	// Compaction every few seconds keeps etcd's history short, like a busy production
+	// cluster's; ExpireHistory forces it when a test needs it.
+	if kube, err = testenv.StartKube(ctx, testenv.KubeOptions{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer kube.Stop()
+	if pg, err = testenv.StartPostgres(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer pg.Stop()
+	return m.Run()
+}
+
+// daemon is one kube-cdc process.
+type daemon struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	cfgPath string
+	out     *syncBuffer // stdout
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// writeConfig writes a config file for the test and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// start runs `kube-cdc <args>` in the background; it is killed at cleanup if still running.
+func start(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, out: &syncBuffer{}, done: make(chan struct{}), logPath: filepath.Join(t.TempDir(), "kube-cdc.log")}
+	logf, err := os.Create(d.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(binary, args...)
+	d.cmd.Stdout = d.out
+	d.cmd.Stderr = logf
+	d.cmd.Env = append(os.Environ(), "KUBECONFIG="+kube.Kubeconfig)
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		logf.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("kube-cdc %v:\n%s", args, testenv.Tail(d.logPath, 40))
+		}
+	})
+	return d
+}
+
+// stop sends sig and waits for the exit; it returns the exit code.
+func (d *daemon) stop(sig syscall.Signal) int {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		d.t.Fatalf("kube-cdc did not exit within 60s of %v\n%s", sig, testenv.Tail(d.logPath, 30))
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// wait waits for the process to exit by itself and returns its exit code and stderr.
+func (d *daemon) wait(timeout time.Duration) (int, string) {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(timeout):
+		d.t.Fatalf("kube-cdc did not exit within %v\n%s", timeout, testenv.Tail(d.logPath, 30))
+	}
+	b, _ := os.ReadFile(d.logPath)
+	return d.cmd.ProcessState.ExitCode(), string(b)
+}
+
+func (d *daemon) log() string {
+	b, _ := os.ReadFile(d.logPath)
+	return string(b)
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("not within %v: %v", timeout, err)
+}
+
+// namespace creates a namespace named after the test.
+func namespace(t *testing.T, suffix string) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = strings.Trim(name, "-") + "-" + suffix
+	_, err := kube.Clientset().CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func count(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// pgConfig is a config streaming the given resources YAML into the DSN's database.
+func pgConfig(t *testing.T, dsn, resources string, extra string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`cluster: e2e
+kubernetes:
+  kubeconfig: %q
+resources:
+%s
+sinks:
+  - name: warehouse
+    type: postgres
+    postgres:
+      dsn: %q
+metrics:
+  address: ""
+log:
+  level: debug
+%s`, kube.Kubeconfig, resources, dsn, extra))
+}
