@@ -1,0 +1,266 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// File is the file store: one bbolt database holding, per (sink, resource, scope), the
+// checkpoint and the key index. The layout is
+//
+//	sinks/<sink>/<resource id>\x00<scope>/checkpoint   → RV, 8 bytes big endian
+//	sinks/<sink>/<resource id>\x00<scope>/keys/<key>   → entry (see encodeEntry)
+//
+// Each Commit is one bbolt transaction, so the key index and the checkpoint move together,
+// and a crash leaves the previous commit intact.
+type File struct {
+	db *bolt.DB
+}
+
+var (
+	bucketSinks   = []byte("sinks")
+	bucketKeys    = []byte("keys")
+	keyCheckpoint = []byte("checkpoint")
+)
+
+// OpenFile opens (creating if needed) the bbolt file at path. A second process holding
+// the file makes OpenFile fail after a few seconds rather than wait forever.
+func OpenFile(path string) (*File, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint file %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketSinks)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open checkpoint file %s: %w", path, err)
+	}
+	return &File{db: db}, nil
+}
+
+func resourceBucketName(res change.Resource) []byte {
+	return []byte(res.ID() + "\x00" + res.Scope)
+}
+
+// resourceBucket returns the bucket of (sink, res), or nil when it does not exist.
+func resourceBucket(tx *bolt.Tx, sink string, res change.Resource) *bolt.Bucket {
+	s := tx.Bucket(bucketSinks).Bucket([]byte(sink))
+	if s == nil {
+		return nil
+	}
+	return s.Bucket(resourceBucketName(res))
+}
+
+// Load returns the checkpoint of (sink, res), 0 when none was committed.
+func (f *File) Load(ctx context.Context, sink string, res change.Resource) (change.RV, error) {
+	var rv change.RV
+	err := f.db.View(func(tx *bolt.Tx) error {
+		b := resourceBucket(tx, sink, res)
+		if b == nil {
+			return nil
+		}
+		if v := b.Get(keyCheckpoint); len(v) == 8 {
+			rv = change.RV(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("load checkpoint of %s/%s: %w", sink, res.ID(), err)
+	}
+	return rv, nil
+}
+
+// KeyIndex calls fn for every live key of (sink, res), in key order. fn runs inside a read
+// transaction, so it must not call back into the store's Commit.
+func (f *File) KeyIndex(ctx context.Context, sink string, res change.Resource, fn func(change.Key, change.Entry) error) error {
+	err := f.db.View(func(tx *bolt.Tx) error {
+		b := resourceBucket(tx, sink, res)
+		if b == nil {
+			return nil
+		}
+		keys := b.Bucket(bucketKeys)
+		if keys == nil {
+			return nil
+		}
+		n := 0
+		return keys.ForEach(func(k, v []byte) error {
+			if n++; n%4096 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			e, err := decodeEntry(v)
+			if err != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+			return fn(parseKey(string(k)), e)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("read key index of %s/%s: %w", sink, res.ID(), err)
+	}
+	return nil
+}
+
+// Commit applies b to the key index and sets the checkpoint, in one transaction. The
+// checkpoint never moves backwards: a batch whose Checkpoint is below the stored one (a
+// replay) still applies its changes but leaves the checkpoint where it was.
+func (f *File) Commit(ctx context.Context, sink string, b change.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		s, err := tx.Bucket(bucketSinks).CreateBucketIfNotExists([]byte(sink))
+		if err != nil {
+			return err
+		}
+		r, err := s.CreateBucketIfNotExists(resourceBucketName(b.Resource))
+		if err != nil {
+			return err
+		}
+		keys, err := r.CreateBucketIfNotExists(bucketKeys)
+		if err != nil {
+			return err
+		}
+		for _, c := range b.Changes {
+			k := []byte(c.Key.String())
+			// A replay of an older batch must not undo a newer version of the key: per
+			// key, RVs only grow (the same guard as the PostgreSQL sink's upsert). RV 0
+			// means the resource has no integer RVs and falls back to arrival order.
+			if old := keys.Get(k); old != nil && c.RV != 0 {
+				if e, err := decodeEntry(old); err == nil && e.RV > c.RV {
+					continue
+				}
+			}
+			if c.Op == change.OpDelete {
+				if err := keys.Delete(k); err != nil {
+					return err
+				}
+				continue
+			}
+			// bbolt keeps the value slice until the transaction ends: no reuse.
+			if err := keys.Put(k, encodeEntry(nil, change.Entry{UID: c.UID, RV: c.RV})); err != nil {
+				return err
+			}
+		}
+		if cur := r.Get(keyCheckpoint); len(cur) == 8 && change.RV(binary.BigEndian.Uint64(cur)) >= b.Checkpoint {
+			return nil
+		}
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], uint64(b.Checkpoint))
+		return r.Put(keyCheckpoint, v[:])
+	})
+	if err != nil {
+		return fmt.Errorf("commit checkpoint of %s/%s: %w", sink, b.Resource.ID(), err)
+	}
+	return nil
+}
+
+// Close closes the database file.
+func (f *File) Close() error { return f.db.Close() }
+
+// parseKey inverts change.Key.String. Namespaces and names cannot contain "/".
+func parseKey(s string) change.Key {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return change.Key{Namespace: s[:i], Name: s[i+1:]}
+		}
+	}
+	return change.Key{Name: s}
+}
+
+// Entry encoding: a format byte, the RV as a uvarint, then the UID. Kubernetes UIDs are
+// RFC 4122 UUIDs, stored as their 16 bytes (format 1, 19–26 bytes in all); anything else
+// is stored verbatim (format 0).
+const (
+	entryRawUID = 0
+	entryUUID16 = 1
+)
+
+func encodeEntry(dst []byte, e change.Entry) []byte {
+	if u, ok := parseUUID(e.UID); ok {
+		dst = append(dst, entryUUID16)
+		dst = binary.AppendUvarint(dst, uint64(e.RV))
+		return append(dst, u[:]...)
+	}
+	dst = append(dst, entryRawUID)
+	dst = binary.AppendUvarint(dst, uint64(e.RV))
+	return append(dst, e.UID...)
+}
+
+func decodeEntry(b []byte) (change.Entry, error) {
+	if len(b) < 2 {
+		return change.Entry{}, errors.New("key index entry too short")
+	}
+	rv, n := binary.Uvarint(b[1:])
+	if n <= 0 {
+		return change.Entry{}, errors.New("key index entry: bad resource version")
+	}
+	rest := b[1+n:]
+	switch b[0] {
+	case entryUUID16:
+		if len(rest) != 16 {
+			return change.Entry{}, errors.New("key index entry: bad uid")
+		}
+		return change.Entry{UID: formatUUID(rest), RV: change.RV(rv)}, nil
+	case entryRawUID:
+		return change.Entry{UID: string(rest), RV: change.RV(rv)}, nil
+	}
+	return change.Entry{}, fmt.Errorf("key index entry: unknown format %d", b[0])
+}
+
+// parseUUID parses the canonical lower-case 8-4-4-4-12 form only, so formatUUID gives the
+// same string back.
+func parseUUID(s string) (u [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if s[i] == '-' {
+			i++
+			continue
+		}
+		hi, ok1 := lowerHex(s[i])
+		lo, ok2 := lowerHex(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return u, true
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+func formatUUID(u []byte) string {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], u[10:16])
+	return string(b[:])
+}
