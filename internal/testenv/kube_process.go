@@ -66,11 +66,13 @@ func (p *kubeProc) stop(grace time.Duration) error {
 	default:
 	}
 	pgid := p.cmd.Process.Pid
+	start := time.Now()
 	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("SIGTERM %s: %w", p.name, err)
 	}
 	select {
 	case <-p.exited:
+		p.note("=== %s exited %s after SIGTERM", p.name, time.Since(start).Round(time.Millisecond))
 		return nil
 	case <-time.After(grace):
 	}
@@ -79,8 +81,19 @@ func (p *kubeProc) stop(grace time.Duration) error {
 	}
 	select {
 	case <-p.exited:
+		p.note("=== %s did not exit within %s of SIGTERM; killed", p.name, grace)
 		return nil
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, pgid)
 	}
+}
+
+// note appends a line to the log, between runs, for whoever reads it after a failure.
+func (p *kubeProc) note(format string, args ...any) {
+	f, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, format+"\n", args...)
 }

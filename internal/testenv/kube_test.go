@@ -138,7 +138,7 @@ func TestKubeWatchDeliversChangesInOrderAndBookmarks(t *testing.T) {
 	}
 	// The apiserver sends a bookmark 2 s before a watch's timeout (and otherwise about once
 	// a minute), so a short timeout brings one quickly.
-	timeout := int64(8)
+	timeout := int64(5)
 	w, err := cms.Watch(ctx, metav1.ListOptions{
 		ResourceVersion:     list.ResourceVersion,
 		AllowWatchBookmarks: true,
@@ -375,9 +375,11 @@ func TestKubeStopStartEtcdKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopStart := time.Now()
 	if err := k.StopEtcd(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("StopEtcd took %s", time.Since(stopStart).Round(time.Millisecond))
 	downCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	_, err = cms.Create(downCtx, configMap(ns, "while-down", "1"), metav1.CreateOptions{})
 	cancel()
@@ -524,6 +526,55 @@ func TestKubeRequestCountCountsLists(t *testing.T) {
 	}
 	if gets < 1 {
 		t.Errorf("GET count = %v, want at least 1", gets)
+	}
+}
+
+// A Kube of its own: EtcdCompactionInterval makes the apiserver compact etcd itself, which
+// a resource served without a watch cache shows within a few intervals.
+func TestNewKubeAppliesTheEtcdCompactionInterval(t *testing.T) {
+	start := time.Now()
+	k := NewKube(t, KubeOptions{
+		EtcdCompactionInterval: time.Second,
+		WatchCacheSizes:        []string{"podtemplates#0"},
+	})
+	t.Logf("NewKube took %s", time.Since(start).Round(time.Millisecond))
+	ctx := testContext(t, time.Minute)
+	ns := testNamespace(t, ctx, k)
+	pts := k.Clientset().CoreV1().PodTemplates(ns)
+	pt, err := pts.Create(ctx, &corev1.PodTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver compacts at the revision it saw one interval earlier, and only what is
+	// older than the latest write is compacted: keep writing.
+	createdRV := pt.ResourceVersion
+	for i := 0; ; i++ {
+		pt.Labels = map[string]string{"i": strconv.Itoa(i)}
+		if pt, err = pts.Update(ctx, pt, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := firstEvent(ctx, func(ctx context.Context) (watch.Interface, error) {
+			return pts.Watch(ctx, metav1.ListOptions{ResourceVersion: createdRV})
+		})
+		if isTooOld(err) {
+			t.Logf("watch from RV %s got 410 after %d updates: %v", createdRV, i+1, err)
+			return
+		}
+		if err != nil {
+			t.Fatalf("watch from RV %s: %v", createdRV, err)
+		}
+		if ev.Type != watch.Modified {
+			t.Fatalf("watch from RV %s: first event %s, want MODIFIED (history) or 410", createdRV, ev.Type)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("etcd was never compacted")
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
