@@ -134,20 +134,36 @@ func (p *Postgres) NewDatabase(t testing.TB) string {
 	return dsn
 }
 
-// TerminateBackends ends every connection to database db (as an administrator would, or
-// a failover), waiting until they are gone.
+// TerminateBackends ends every connection to database db at once (as an administrator
+// would, or a failover) and waits until they are gone.
 func (p *Postgres) TerminateBackends(ctx context.Context, db string) error {
 	conn, err := pgx.Connect(ctx, p.adminDSN)
 	if err != nil {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
-		WHERE datname = $1 AND pid <> pg_backend_pid()`, db)
-	if err != nil {
+	// Signal all first, then wait: terminating one by one would let a session blocked by
+	// another run on (and commit) between the two.
+	const others = `FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) `+others, db); err != nil {
 		return fmt.Errorf("terminate backends of %s: %w", db, err)
 	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) `+others, db).Scan(&left); err != nil {
+			return fmt.Errorf("wait for the backends of %s to end: %w", db, err)
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d backends of %s still running: %w", left, db, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Restart stops the server (fast shutdown: connections are closed) and starts it again
@@ -279,6 +295,7 @@ func (p *Postgres) start(ctx context.Context) error {
 		"-c", "shared_buffers=64MB",
 		"-c", "log_min_messages=warning",
 		"-c", "log_connections=off",
+		"-c", "log_checkpoints=off",
 	)
 	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = logf, logf

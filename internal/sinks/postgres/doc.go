@@ -1,0 +1,36 @@
+// Package postgres is the PostgreSQL sink: current state in objects, an audit trail in
+// changes, and the sink's checkpoints in checkpoints, all in one schema (design §4, a
+// contract; the SQL is in /migrations).
+//
+// What Write promises:
+//
+//   - Both or neither. A batch's objects rows, its changes rows and its checkpoint commit in
+//     one transaction, so after a crash the checkpoint says exactly what the tables hold
+//     (effectively-once delivery, design §3).
+//   - Idempotence. Writing a batch again inserts no changes row twice (unique on key, RV
+//     and op) and leaves objects as they were; the pipeline may therefore retry any Write
+//     whose outcome it does not know.
+//   - The RV guard. An objects row only moves to a higher resource version
+//     (ON CONFLICT … DO UPDATE … WHERE objects.resource_version < excluded.resource_version),
+//     so a replayed or reordered older change never overwrites a newer one, and a
+//     checkpoint never moves backwards (GREATEST).
+//   - Deletes are soft by default: deleted_at is set, delete_inferred says whether the
+//     DELETE was observed or inferred by a relist, and the row keeps the last object. A
+//     later change with a higher RV (a re-created object, new uid) revives the row and
+//     resets created_at. With HardDelete the row is deleted instead; then nothing guards
+//     against replaying an older change of that key, which recreates the row until the
+//     next relist.
+//   - Errors are classified once (classify): bad credentials, missing privileges, an
+//     unknown database or missing tables are retry.Terminal; lost connections, restarts and
+//     timeouts are retryable. No error or log line contains the DSN's password.
+//
+// How: the batch is copied (COPY, binary) into a temporary staging table, then one
+// INSERT … SELECT DISTINCT ON (key) … ORDER BY key, rv DESC … ON CONFLICT upserts the
+// newest change of each key, one INSERT … ON CONFLICT DO NOTHING appends the changes, and
+// one upsert moves the checkpoint. Object JSON goes to jsonb as the source produced it,
+// never decoded in Go.
+//
+// Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
+// returns every live object of the resource whatever scope wrote it, while checkpoints
+// are kept per scope.
+package postgres

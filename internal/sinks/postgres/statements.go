@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The staging table one Write copies its batch into. It lives in the session's temporary
+// schema and is dropped at commit, so concurrent Writes (one connection each) never meet.
+const (
+	stageTable  = "kube_cdc_stage"
+	stageWidth  = 12
+	createStage = `CREATE TEMP TABLE kube_cdc_stage (
+		seq         int         NOT NULL,  -- position in the batch
+		namespace   text        NOT NULL,
+		name        text        NOT NULL,
+		uid         text        NOT NULL,
+		rv          bigint      NOT NULL,
+		op          text        NOT NULL,
+		inferred    boolean     NOT NULL,
+		snapshot    boolean     NOT NULL,
+		object      jsonb,
+		labels      jsonb       NOT NULL,
+		changed_by  text        NOT NULL,
+		observed_at timestamptz NOT NULL
+	) ON COMMIT DROP`
+)
+
+var stageColumns = []string{"seq", "namespace", "name", "uid", "rv", "op", "inferred", "snapshot",
+	"object", "labels", "changed_by", "observed_at"}
+
+// latestPerKey is the newest staged change of each key: the only one that can move its
+// objects row, since the RV guard would reject the older ones anyway.
+const latestPerKey = `(SELECT DISTINCT ON (namespace, name) *
+	  FROM pg_temp.kube_cdc_stage
+	 ORDER BY namespace, name, rv DESC, seq DESC)`
+
+// statements are the sink's SQL with the schema filled in.
+type statements struct {
+	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
+}
+
+func newStatements(schema string) statements {
+	s := pgx.Identifier{schema}.Sanitize()
+	return statements{
+		probe: fmt.Sprintf(`SELECT (SELECT 1 FROM %[1]s.objects LIMIT 0), (SELECT 1 FROM %[1]s.changes LIMIT 0),
+			(SELECT 1 FROM %[1]s.checkpoints LIMIT 0)`, s),
+
+		checkpoint: fmt.Sprintf(`SELECT resource_version FROM %s.checkpoints
+			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
+
+		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version FROM %s.objects
+			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, s),
+
+		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+		// Deletes keep the last object (an inferred delete brings none) and record whether
+		// they were inferred; anything else revives the row. A new uid resets created_at.
+		upsert: fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
+				namespace, name, uid, resource_version, labels, object, changed_by,
+				created_at, updated_at, deleted_at, delete_inferred)
+			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.labels, s.object, s.changed_by,
+				now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred
+			  FROM %s s
+			 WHERE NOT ($6::boolean AND s.op = 'delete')
+			ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
+				api_version      = excluded.api_version,
+				kind             = excluded.kind,
+				uid              = CASE WHEN excluded.uid = '' THEN o.uid ELSE excluded.uid END,
+				resource_version = excluded.resource_version,
+				labels           = CASE WHEN excluded.object IS NULL THEN o.labels ELSE excluded.labels END,
+				object           = coalesce(excluded.object, o.object),
+				changed_by       = CASE WHEN excluded.object IS NULL THEN o.changed_by ELSE excluded.changed_by END,
+				created_at       = CASE WHEN excluded.uid NOT IN ('', o.uid) THEN now() ELSE o.created_at END,
+				updated_at       = now(),
+				deleted_at       = excluded.deleted_at,
+				delete_inferred  = excluded.delete_inferred
+			WHERE o.resource_version < excluded.resource_version`, s, latestPerKey),
+
+		// $1 cluster, $2 group, $3 resource. The same RV guard as the upsert.
+		hardDelete: fmt.Sprintf(`DELETE FROM %s.objects o USING %s s
+			WHERE s.op = 'delete' AND o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+			  AND o.namespace = s.namespace AND o.name = s.name AND o.resource_version < s.rv`, s, latestPerKey),
+
+		// $1 cluster, $2 group, $3 resource. ids follow batch order.
+		insertChanges: fmt.Sprintf(`INSERT INTO %s.changes (cluster, api_group, resource, namespace, name, uid,
+				resource_version, op, inferred, snapshot, object, changed_by, observed_at)
+			SELECT $1, $2, $3, namespace, name, uid, rv, op, inferred, snapshot, object, changed_by, observed_at
+			  FROM pg_temp.kube_cdc_stage ORDER BY seq
+			ON CONFLICT (cluster, api_group, resource, namespace, name, resource_version, op) DO NOTHING`, s),
+
+		// A checkpoint never moves backwards, even when an old batch is replayed.
+		saveCheckpoint: fmt.Sprintf(`INSERT INTO %s.checkpoints AS c (cluster, sink, api_group, resource, scope,
+				resource_version, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, now())
+			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE SET
+				resource_version = GREATEST(c.resource_version, excluded.resource_version),
+				updated_at       = now()`, s),
+
+		status: fmt.Sprintf(`SELECT c.sink, c.api_group, c.resource, c.scope, c.resource_version, c.updated_at,
+				coalesce(o.live, 0), coalesce(o.deleted, 0)
+			  FROM %[1]s.checkpoints c
+			  LEFT JOIN (SELECT api_group, resource,
+						count(*) FILTER (WHERE deleted_at IS NULL)     AS live,
+						count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted
+					   FROM %[1]s.objects WHERE cluster = $1
+					  GROUP BY api_group, resource) o USING (api_group, resource)
+			 WHERE c.cluster = $1
+			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
+
+		retention: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE id IN (
+			SELECT id FROM %[1]s.changes WHERE observed_at < $1 LIMIT $2)`, s),
+	}
+}
