@@ -265,4 +265,3 @@ func TestOptionsAreChecked(t *testing.T) {
 		}
 	}
 }
-
