@@ -641,7 +641,10 @@ func (k *Kube) CreateCRD(ctx context.Context, crd *apiextensionsv1.CustomResourc
 // RequestCount sums the apiserver_request_total counters with this verb (as the apiserver
 // spells it: LIST, WATCH, GET, CREATE, ...; compared case-insensitively) and resource
 // (plural, e.g. "configmaps") since the apiserver (re)started. Take it before and after
-// the code under test and compare, e.g. to prove that no LIST was issued.
+// the code under test and compare, e.g. to prove that no LIST was issued. A request is
+// counted when it ends: an open WATCH is not counted yet, and a streaming list
+// (sendInitialEvents) counts as a WATCH, not a LIST. Counts restart from zero with the
+// apiserver.
 func (k *Kube) RequestCount(ctx context.Context, verb, resource string) (float64, error) {
 	body, err := k.clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
