@@ -43,15 +43,8 @@ func TestWatchedCreatesUpdatesAndDeletesLandInRVOrderAndARecreatedObjectRevives(
 	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
 	// Wait for the initial (empty) sync to checkpoint, so what follows is watched.
+	waitSynced(t, dsn)
 	conn := connect(t, dsn)
-	eventually(t, 60*time.Second, func() error {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.checkpoints WHERE resource = 'configmaps' AND resource_version > 0`).Scan(&n)
-		if err == nil && n != 1 {
-			err = fmt.Errorf("%d checkpoints", n)
-		}
-		return err
-	})
 
 	var want []string
 	c, err := cms.Create(ctx, configMap(ns, "a", map[string]string{"v": "0"}), metav1.CreateOptions{})
