@@ -28,13 +28,17 @@ type Kafka struct {
 	logFile *os.File
 	tmp     string // removed by Stop
 
+	extra   []kfake.Opt
+
 	mu      sync.Mutex
 	cluster *kfake.Cluster // nil while stopped
 }
 
 // StartKafka starts a broker on a free loopback port with its data in a fresh temporary
-// directory. Stop it with Stop.
-func StartKafka(ctx context.Context) (*Kafka, error) {
+// directory. Stop it with Stop. extra options are added to the defaults, e.g.
+// kfake.EnableSASL() and kfake.Superuser("PLAIN", "user", "secret") for a broker that
+// requires authentication.
+func StartKafka(ctx context.Context, extra ...kfake.Opt) (*Kafka, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -48,6 +52,7 @@ func StartKafka(ctx context.Context) (*Kafka, error) {
 		dataDir: filepath.Join(tmp, "data"),
 		logPath: filepath.Join(tmp, "kfake.log"),
 		tmp:     tmp,
+		extra:   extra,
 	}
 	if k.logFile, err = os.Create(k.logPath); err != nil {
 		os.RemoveAll(tmp)
@@ -62,11 +67,11 @@ func StartKafka(ctx context.Context) (*Kafka, error) {
 
 // NewKafka starts a broker for one test and stops it when the test ends; on failure the
 // broker's log tail is printed.
-func NewKafka(t testing.TB) *Kafka {
+func NewKafka(t testing.TB, extra ...kfake.Opt) *Kafka {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	k, err := StartKafka(ctx)
+	k, err := StartKafka(ctx, extra...)
 	if err != nil {
 		t.Fatalf("start kafka test broker: %v", err)
 	}
@@ -86,7 +91,7 @@ func (k *Kafka) Addr() string { return fmt.Sprintf("127.0.0.1:%d", k.port) }
 func (k *Kafka) LogPath() string { return k.logPath }
 
 func (k *Kafka) opts() []kfake.Opt {
-	return []kfake.Opt{
+	return append([]kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(k.port),
 		kfake.DataDir(k.dataDir),
@@ -95,7 +100,7 @@ func (k *Kafka) opts() []kfake.Opt {
 		kfake.SyncWrites(),
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 		kfake.WithLogger(kfake.BasicLogger(k.logFile, kfake.LogLevelWarn)),
-	}
+	}, k.extra...)
 }
 
 // StartBroker starts the broker again after StopBroker, on the same port with the same
@@ -312,4 +317,12 @@ func readBytes(b kafka.Bytes) ([]byte, error) {
 	out := make([]byte, b.Len())
 	_, err := io.ReadFull(b, out)
 	return out, err
+}
+
+// Cluster is the running kfake cluster, for tests that inject broker behaviour with its
+// Control functions; nil while stopped. Controls do not survive StopBroker.
+func (k *Kafka) Cluster() *kfake.Cluster {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cluster
 }

@@ -1,0 +1,53 @@
+// Package kafka is the Kafka sink: every change becomes a record on a per-resource topic,
+// and the checkpoint moves only after the brokers acknowledged the whole batch.
+//
+// # Records (contract, design §5)
+//
+//   - Topic: Options.Topic expanded by TopicName, default "kube.{cluster}.{group}.{resource}"
+//     with "core" for the core group, e.g. kube.prod.apps.deployments.
+//
+//   - Key: "namespace/name", or "name" for cluster-scoped objects. The hash balancer puts
+//     one key on one partition, so records of a key are in RV order.
+//
+//   - Value: a Debezium-style envelope, built by appending bytes (the object is already
+//     JSON and is never decoded):
+//
+//     {"op":"u","ts_ms":1700000000000,"before":null,"after":{…object…},
+//     "source":{"cluster":"prod","group":"apps","version":"v1","resource":"deployments",
+//     "kind":"Deployment","namespace":"ns","name":"web","uid":"…","resourceVersion":"123",
+//     "snapshot":false,"inferred":false,"changedBy":"kubectl/Update"}}
+//
+//     op is r for snapshot reads (a LIST), c create, u update, d delete. A delete carries
+//     the last state in before (null for an inferred delete, which was never observed)
+//     and is followed by a second record with the same key and a null value, so log
+//     compaction drops the key. before of an update is always null: kube-cdc keeps no
+//     object cache. ts_ms and the record timestamp are when kube-cdc observed the change.
+//
+//   - Headers: kube-cdc.op (the op letter), kube-cdc.rv, kube-cdc.resource (e.g.
+//     "deployments.apps"). The tombstone carries them too.
+//
+// # Delivery
+//
+// At least once. Write returns only after every record was acknowledged by all in-sync
+// replicas and the checkpoint store committed the batch; any failure leaves the checkpoint
+// where it was and the pipeline writes the batch again. Records are a pure function of
+// the batch, so a re-emit is byte-identical to the first copy. Consumers dedupe on
+// (key, source.resourceVersion) — equivalently (key, kube-cdc.rv header) — and, to
+// tolerate a re-emit that lands after a newer record of the same key, ignore a record
+// whose RV is below the newest they applied for that key.
+//
+// Under a partial failure kafka-go reports per-message errors; the acknowledged prefix is
+// kept and only the rest is written again, so a batch never goes out of order.
+//
+// # Errors
+//
+// A broker that is down or unreachable is a retryable error. Terminal (the pipeline stops
+// retrying): a missing topic with createTopics off (the error names the topic), rejected
+// SASL credentials, missing authorization, a record larger than the broker accepts.
+//
+// # Checkpoints and the key index
+//
+// The sink keeps neither; a checkpoint.Store does (OpenCheckpoint). With the kafka store
+// the checkpoint lives in a compacted offsets topic and the key index is rebuilt from the
+// data topics at relist time (TopicKeyIndex).
+package kafka

