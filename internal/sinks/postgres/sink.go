@@ -165,7 +165,9 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 		return retry.Terminal(err)
 	}
 	res := b.Resource
+	var steps stepTimer
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		steps.start()
 		if len(b.Changes) > 0 {
 			if _, err := tx.Exec(ctx, createStage); err != nil {
 				return err
@@ -173,17 +175,21 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: b.Changes}); err != nil {
 				return err
 			}
+			steps.done("copy")
 			if s.opts.HardDelete {
 				if _, err := tx.Exec(ctx, s.sql.hardDelete, s.cluster, res.Group, res.Resource); err != nil {
 					return err
 				}
+				steps.done("delete")
 			}
 			if _, err := tx.Exec(ctx, s.sql.upsert, s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete); err != nil {
 				return err
 			}
+			steps.done("objects")
 			if _, err := tx.Exec(ctx, s.sql.insertChanges, s.cluster, res.Group, res.Resource); err != nil {
 				return err
 			}
+			steps.done("changes")
 		}
 		if b.Checkpoint != 0 {
 			if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, int64(b.Checkpoint)); err != nil {
@@ -194,6 +200,10 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	})
 	if err != nil {
 		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), res.ID(), classify(err, s.password))
+	}
+	steps.done("commit")
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", res.ID(), "changes", len(b.Changes), "checkpoint", uint64(b.Checkpoint)}, steps.attrs()...)...)
 	}
 	s.maybeRetain()
 	return nil
@@ -332,3 +342,26 @@ func (r *stageRows) Values() ([]any, error) {
 func (r *stageRows) Err() error { return nil }
 
 var emptyLabels = json.RawMessage("{}")
+
+// stepTimer measures the steps of one Write for the debug log.
+type stepTimer struct {
+	last  time.Time
+	names []string
+	took  []time.Duration
+}
+
+func (t *stepTimer) start() { t.last, t.names, t.took = time.Now(), t.names[:0], t.took[:0] }
+
+func (t *stepTimer) done(name string) {
+	now := time.Now()
+	t.names, t.took = append(t.names, name), append(t.took, now.Sub(t.last))
+	t.last = now
+}
+
+func (t *stepTimer) attrs() []any {
+	out := make([]any, 0, 2*len(t.names))
+	for i, n := range t.names {
+		out = append(out, n, t.took[i].Round(time.Microsecond).String())
+	}
+	return out
+}
