@@ -366,4 +366,3 @@ func TestChartRejectsAResourceNameItCannotTurnIntoRBAC(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
-
