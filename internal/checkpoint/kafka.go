@@ -53,9 +53,9 @@ type KafkaConfig struct {
 // "what does the sink hold". Writing key index entries here too would double the records
 // written and could disagree with the data topics after a crash between the two writes.
 // Rebuilding from the data topics is a read of every data topic partition once per relist:
-// about 0.3 s for 20,000 keys of 1.3 KB objects on the kfake test broker (see the kafka
-// sink's TestKeyIndexRebuildFrom20kRecords); a real cluster over a network is bounded by
-// bandwidth (≈30 MB for that case).
+// 0.4–0.5 s for 20,000 keys of 1.3 KB objects (25 MB) from the in-process kfake broker on
+// this 2-core machine (the kafka sink's TestKeyIndexRebuildFrom20kRecords); against a real
+// cluster it is bounded by fetching those 25 MB over the network.
 type Kafka struct {
 	topic    string
 	cluster  string

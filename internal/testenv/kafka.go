@@ -28,7 +28,7 @@ type Kafka struct {
 	logFile *os.File
 	tmp     string // removed by Stop
 
-	extra   []kfake.Opt
+	extra []kfake.Opt
 
 	mu      sync.Mutex
 	cluster *kfake.Cluster // nil while stopped

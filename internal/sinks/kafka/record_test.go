@@ -40,3 +40,21 @@ func TestTopicNameExpandsTheTemplate(t *testing.T) {
 		t.Errorf("core group: %q", got)
 	}
 }
+
+func TestDecodeSourceFindsTheEnvelopesSourceEvenWhenTheObjectHasOne(t *testing.T) {
+	c := change.Change{
+		Resource: change.Resource{Version: "v1", Resource: "configmaps"},
+		Key:      change.Key{Namespace: "ns", Name: "a"},
+		UID:      "the-uid", RV: 42, Op: change.OpUpdate,
+		Object:    json.RawMessage(`{"source":{"uid":"wrong","cluster":"wrong"}}`),
+		ChangedBy: `evil,"source":{"uid":"worse"}`,
+	}
+	v := appendEnvelope(nil, "prod", "u", &c)
+	if !json.Valid(v) {
+		t.Fatalf("invalid envelope %s", v)
+	}
+	src, err := decodeSource(v)
+	if err != nil || src.UID != "the-uid" || src.Cluster != "prod" || src.ResourceVersion != "42" {
+		t.Errorf("decodeSource = %+v, %v", src, err)
+	}
+}

@@ -24,6 +24,10 @@ const (
 	DefaultWriteTimeout      = 10 * time.Second
 )
 
+// writerBatchSize is the kafka-go writer's records per partition batch: twice the
+// pipeline's default batch size.
+const writerBatchSize = 2048
+
 // withDefaults fills Options' documented defaults.
 func withDefaults(o Options) Options {
 	if o.Topic == "" {
@@ -97,10 +101,13 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		// Per-key order: one key, one partition.
 		Balancer:     &kafka.Hash{},
 		BatchTimeout: opts.BatchTimeout,
-		// A whole pipeline batch goes out in one produce request per partition; BatchBytes
-		// (kafka-go's default of 1 MiB, the broker's default message.max.bytes) still
-		// splits it when big.
-		BatchSize:       1 << 20,
+		// A whole pipeline batch (default 1000 changes, plus a tombstone per delete) goes
+		// out in one produce request per partition. kafka-go allocates BatchSize messages
+		// per partition batch up front, so "unlimited" (1<<20) cost 150 MB per write;
+		// bigger pipeline batches are split into several requests, still in order.
+		// BatchBytes (kafka-go's default 1 MiB, the broker's default message.max.bytes)
+		// splits big batches too.
+		BatchSize:       writerBatchSize,
 		WriteTimeout:    opts.WriteTimeout,
 		ReadTimeout:     opts.WriteTimeout,
 		Compression:     comp,
