@@ -28,7 +28,13 @@ func servedSeries(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	for _, line := range strings.Split(rec.Body.String(), "\n") {
 		if strings.HasPrefix(line, "kube_cdc_") {
-			names[line[:strings.IndexAny(line, "{ ")]] = true
+			name := line[:strings.IndexAny(line, "{ ")]
+			names[name] = true
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, ok := strings.CutSuffix(name, suffix); ok {
+					names[base] = true // a histogram is named without its suffix in prose
+				}
+			}
 		}
 	}
 	return names
