@@ -213,10 +213,15 @@ func count(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
 	return n
 }
 
-// pgConfig is a config streaming the given resources YAML into the DSN's database.
+// pgConfig writes a config streaming the given resources YAML into the DSN's database
+// and returns its path.
 func pgConfig(t *testing.T, dsn, resources string, extra string) string {
 	t.Helper()
-	return writeConfig(t, fmt.Sprintf(`cluster: e2e
+	return writeConfig(t, pgConfigYAML(dsn, resources, extra))
+}
+
+func pgConfigYAML(dsn, resources string, extra string) string {
+	return fmt.Sprintf(`cluster: e2e
 kubernetes:
   kubeconfig: %q
 resources:
@@ -230,5 +235,5 @@ metrics:
   address: ""
 log:
   level: debug
-%s`, kube.Kubeconfig, resources, dsn, extra))
+%s`, kube.Kubeconfig, resources, dsn, extra)
 }

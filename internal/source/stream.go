@@ -156,8 +156,10 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, Event) e
 		if s.Target.FieldSelector != "" {
 			req = req.Param("fieldSelector", s.Target.FieldSelector)
 		}
-		body, err := req.Do(ctx).Raw()
+		result := req.Do(ctx)
+		body, err := result.Raw()
 		if err != nil {
+			err = result.Error() // decodes the apiserver's Status, whose message names the cause
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				// The continue token outlived etcd's history: start the LIST over.
 				return 0, fmt.Errorf("resource %s: list continuation expired: %w", res.ID(), err)
