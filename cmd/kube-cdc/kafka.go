@@ -4,20 +4,36 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 )
 
-// openStore opens the checkpoint store of a kafka or stdout sink; nil for type none.
-func openStore(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (checkpoint.Store, error) {
-	if sc.Checkpoint.Type == "" || sc.Checkpoint.Type == "none" {
+// openStore opens the checkpoint store of a stdout sink; nil for type none (the sink then
+// relists and emits a snapshot at every start).
+func openStore(ctx context.Context, cfg *config.Config, sc config.Sink, _ *slog.Logger) (checkpoint.Store, error) {
+	if sc.Checkpoint.Type == "" || strings.EqualFold(sc.Checkpoint.Type, "none") {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("sinks: %s: checkpoint type %q: %w", sc.Name, sc.Checkpoint.Type, errNoStore)
+	st, err := checkpoint.Open(ctx, sc.Checkpoint, checkpoint.Env{Cluster: cfg.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err)
+	}
+	return st, nil
 }
 
 func openKafka(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (pipeline.Sink, error) {
-	return nil, fmt.Errorf("sinks: %s: the kafka sink is not wired yet", sc.Name)
+	store, err := kafka.OpenCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err)
+	}
+	s, err := kafka.New(ctx, sc.Name, cfg.Cluster, *sc.Kafka, store, log)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return s, nil
 }

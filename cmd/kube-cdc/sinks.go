@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,4 +50,3 @@ func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog
 	return nil, fmt.Errorf("sinks: %s: unknown type %q", sc.Name, sc.Type)
 }
 
-var errNoStore = errors.New("no checkpoint store")

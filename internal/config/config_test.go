@@ -261,6 +261,7 @@ func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
 			"sinks[1].type", `unknown sink type "elastic" (want postgres, kafka or stdout)`},
 		{"sink without type", "sinks:\n  - {name: x}", nil, "sinks[0].type", "required"},
 		{"duplicate sink names", "sinks:\n  - {name: a, type: stdout}\n  - {name: a, type: stdout}", nil, "sinks[1].name", `duplicate sink name "a"`},
+		{"two sinks sharing a state file", "sinks:\n  - {name: a, type: stdout, checkpoint: {type: file, path: s.db}}\n  - {name: b, type: kafka, kafka: {brokers: [\"127.0.0.1:9092\"]}, checkpoint: {type: file, path: s.db}}", nil, "sinks[1].checkpoint.path", `already the state file of sinks[0]`},
 		{"options of another type", "sinks:\n  - {name: a, type: stdout, kafka: {brokers: [\"k:1\"]}}", nil, "sinks[0].kafka", "set on a stdout sink"},
 		{"postgres without dsn", "sinks:\n  - {name: a, type: postgres}", nil, "sinks[0].postgres.dsn", "required"},
 		{"malformed dsn", "sinks:\n  - {name: a, type: postgres, postgres: {dsn: \"postgres://u:hunter2@db:notaport/x\"}}", nil,

@@ -127,6 +127,7 @@ func (c *Config) validateSinks() error {
 		return keyErrorf("sinks", "empty list")
 	}
 	names := map[string]int{}
+	paths := map[string]int{} // a bbolt file can be opened once: one sink per state file
 	for i, s := range c.Sinks {
 		key := fmt.Sprintf("sinks[%d]", i)
 		if strings.TrimSpace(s.Name) == "" {
@@ -163,6 +164,12 @@ func (c *Config) validateSinks() error {
 		}
 		if err := validateCheckpoint(key, &s); err != nil {
 			return err
+		}
+		if s.Type != SinkPostgres && s.Checkpoint.Type == "file" {
+			if prev, dup := paths[s.Checkpoint.Path]; dup {
+				return keyErrorf(key+".checkpoint.path", "%q is already the state file of sinks[%d]; give each sink its own", s.Checkpoint.Path, prev)
+			}
+			paths[s.Checkpoint.Path] = i
 		}
 	}
 	return nil
