@@ -124,7 +124,7 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Targe
 	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, Drop: cfg.Transforms.Drop}
 	out := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		out[i] = pipeline.Target{Resource: t.Resource, NewStream: func() pipeline.Streamer {
+		out[i] = pipeline.Target{Resource: t.Resource, Owns: t.Owns(), NewStream: func() pipeline.Streamer {
 			return &source.Stream{
 				Clients:   src.clients,
 				Target:    t,

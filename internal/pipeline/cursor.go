@@ -18,6 +18,7 @@ type cursor struct {
 	p        *Pipeline
 	sink     Sink
 	res      change.Resource
+	owns     func(change.Key) bool
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
@@ -35,9 +36,9 @@ type cursor struct {
 	lastErr atomic.Pointer[string]
 }
 
-func newCursor(p *Pipeline, s Sink, res change.Resource, ck change.RV, writeCtx context.Context) *cursor {
-	c := &cursor{p: p, sink: s, res: res, committed: ck, pending: ck, writeCtx: writeCtx,
-		log: p.opts.Log.With("sink", s.Name(), "resource", res.ID())}
+func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Context) *cursor {
+	c := &cursor{p: p, sink: s, res: t.Resource, owns: t.Owns, committed: ck, pending: ck, writeCtx: writeCtx,
+		log: p.opts.Log.With("sink", s.Name(), "resource", t.Resource.ID())}
 	c.synced.Store(ck > 0)
 	return c
 }
@@ -129,7 +130,9 @@ func (c *cursor) loadIndex() error {
 	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "read key index", func(ctx context.Context) error {
 		idx = make(map[change.Key]change.Entry)
 		return c.sink.KeyIndex(ctx, c.res, func(k change.Key, e change.Entry) error {
-			idx[k] = e
+			if c.owns == nil || c.owns(k) {
+				idx[k] = e
+			}
 			return nil
 		})
 	})

@@ -26,6 +26,10 @@ type Streamer interface {
 type Target struct {
 	Resource  change.Resource
 	NewStream func() Streamer
+	// Owns says whether a key a sink holds belongs to this target's scope (its
+	// namespaces), so that the reconcile diff of one scope never infers deletes of
+	// another's objects. Nil: every key of the resource.
+	Owns func(change.Key) bool
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -155,7 +159,7 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
 			}
 			return fmt.Errorf("sink %s: read checkpoint of %s: %w", s.Name(), t.Resource.ID(), err)
 		}
-		c := newCursor(p, s, t.Resource, ck, writeCtx)
+		c := newCursor(p, s, t, ck, writeCtx)
 		p.mu.Lock()
 		p.cursors = append(p.cursors, c)
 		p.mu.Unlock()

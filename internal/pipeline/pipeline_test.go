@@ -286,3 +286,31 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func terminal(err error) error { return retry.Terminal(err) }
+
+func TestTheReconcileDiffOfOneScopeNeverDeletesAnotherScopesObjects(t *testing.T) {
+	s := newMemSink("pg")
+	s.objects[change.Key{Namespace: "ns", Name: "gone"}] = change.Entry{UID: "u1", RV: 10}
+	s.objects[change.Key{Namespace: "other", Name: "kept"}] = change.Entry{UID: "u2", RV: 11}
+	done := make(chan struct{})
+	p := New(Options{MaxWait: time.Millisecond}, []Sink{s}, []Target{{
+		Resource: cms,
+		Owns:     func(k change.Key) bool { return k.Namespace == "ns" },
+		NewStream: func() Streamer {
+			return &script{done: done, events: func(change.RV) []source.Event {
+				return []source.Event{{Type: source.RelistBegin}, {Type: source.RelistEnd, RV: 20}}
+			}}
+		},
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	<-done
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	log, _ := s.snapshot()
+	if len(log) != 1 || log[0].Key.Name != "gone" || !log[0].Inferred {
+		t.Errorf("changes = %+v, want only an inferred delete of ns/gone", log)
+	}
+}

@@ -34,6 +34,18 @@ type Target struct {
 	FieldSelector string
 }
 
+// Owns reports whether an object with key k is in the target's namespaces; nil when the
+// target has no namespace restriction. Selectors cannot be checked from a key: a sink
+// that holds two scopes of one resource distinguished only by selectors would see one
+// scope's objects inferred deleted by the other's relist, so configure selectors on one
+// scope per resource and sink.
+func (t Target) Owns() func(change.Key) bool {
+	if len(t.Namespaces) == 0 {
+		return nil
+	}
+	return func(k change.Key) bool { return slices.Contains(t.Namespaces, k.Namespace) }
+}
+
 // Resolve looks every spec up through discovery (CRDs included) and returns one target
 // per spec. A name that matches nothing is an error listing close matches.
 func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) {
