@@ -24,7 +24,7 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]pip
 		}
 	}
 	for _, sc := range cfg.Sinks {
-		s, err := openSink(ctx, cfg, sc, log.With("sink", sc.Name))
+		s, err := openSink(ctx, cfg, sc, log)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
