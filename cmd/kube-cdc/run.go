@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -62,12 +63,18 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 
-	var p *pipeline.Pipeline
+	var running atomic.Pointer[pipeline.Pipeline]
 	ready := func() error {
-		if p == nil {
-			return errors.New("starting")
+		p := running.Load()
+		switch {
+		case p != nil:
+			return p.Ready()
+		case cfg.LeaderElection.Enabled:
+			// A standby is ready: it has nothing to sync until it leads, and a rolling
+			// update or a PodDisruptionBudget must be able to count it.
+			return nil
 		}
-		return p.Ready()
+		return errors.New("starting")
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.Metrics.Address != "" {
@@ -79,7 +86,9 @@ func run(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 		defer closeSinks()
-		p = pipeline.New(pipelineOptions(cfg, log, m), sinks, pipelineTargets(cfg, src, targets, log, m))
+		p := pipeline.New(pipelineOptions(cfg, log, m), sinks, pipelineTargets(cfg, src, targets, log, m))
+		running.Store(p)
+		defer running.Store(nil)
 		return p.Run(gctx)
 	}
 	g.Go(func() error {
