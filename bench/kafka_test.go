@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+const kafkaPartitions = 6
+
+func kafkaDaemonConfig(b *testing.B, ns, topic string) string {
+	return fmt.Sprintf(`cluster: bench
+kubernetes:
+  kubeconfig: %q
+resources:
+  - name: configmaps
+    namespaces: [%s]
+sinks:
+  - name: stream
+    type: kafka
+    kafka:
+      brokers: [%q]
+      topic: %q
+    checkpoint:
+      type: file
+      path: %q
+metrics:
+  address: ""
+log:
+  level: info
+`, kube.Kubeconfig, ns, kfk.Addr(), topic, filepath.Join(b.TempDir(), "state.db"))
+}
+
+func kafkaClient() *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(kfk.Addr()), Transport: kfk.Transport(), Timeout: 10 * time.Second}
+}
+
+// endOffsets returns the high watermark of every partition of topic.
+func endOffsets(ctx context.Context, c *kafka.Client, topic string) (map[int]int64, error) {
+	var reqs []kafka.OffsetRequest
+	for p := range kafkaPartitions {
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int64{}
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return nil, p.Error
+		}
+		out[p.Partition] = p.LastOffset
+	}
+	return out, nil
+}
+
+func sum(m map[int]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// waitRecords polls the topic's high watermarks every 10 ms until they sum to want; it
+// returns when the first record and the last were first seen.
+func waitRecords(b *testing.B, topic string, want int64, d *daemon) (first, last time.Time) {
+	b.Helper()
+	c := kafkaClient()
+	ctx := context.Background()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		ends, err := endOffsets(ctx, c, topic)
+		now := time.Now()
+		if err == nil {
+			n := sum(ends)
+			if n > 0 && first.IsZero() {
+				first = now
+			}
+			if n >= want {
+				return first, now
+			}
+		}
+		select {
+		case <-d.done:
+			b.Fatalf("kube-cdc exited early\n%s", tailLog(d))
+		default:
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatalf("%s: fewer than %d records within 5 minutes", topic, want)
+	return
+}
+
+func tailLog(d *daemon) string { return fmt.Sprint(readTail(d.logPath)) }
+
+// BenchmarkInitialSyncKafka: the 20,000 ConfigMaps into a Kafka topic (kfake broker in
+// this process), kube-cdc's produce rate against a bare kafka-go Writer producing the
+// same records in the same run.
+func BenchmarkInitialSyncKafka(b *testing.B) {
+	syncFixture(b)
+	ctx := context.Background()
+	topic := "bench-sync-kubecdc"
+	if err := kfk.CreateTopic(ctx, topic, kafkaPartitions, true); err != nil {
+		b.Fatal(err)
+	}
+	d := startDaemon(b, kafkaDaemonConfig(b, syncNS, topic))
+	first, last := waitRecords(b, topic, syncObjs, d)
+	cpu := d.stop(b)
+	wall := last.Sub(d.start)
+	produce := last.Sub(first)
+
+	// The bare writer: the very records kube-cdc produced, to a fresh topic, in one
+	// WriteMessages call (acks all, 5 ms batch timeout, batches of up to 10,000).
+	msgs, err := kfk.ReadAll(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(msgs) != syncObjs {
+		b.Fatalf("kube-cdc produced %d records, want %d", len(msgs), syncObjs)
+	}
+	var bytes int
+	for i := range msgs {
+		msgs[i] = kafka.Message{Key: msgs[i].Key, Value: msgs[i].Value, Headers: msgs[i].Headers, Time: msgs[i].Time}
+		bytes += len(msgs[i].Value)
+	}
+	bare := "bench-sync-bare"
+	if err := kfk.CreateTopic(ctx, bare, kafkaPartitions, true); err != nil {
+		b.Fatal(err)
+	}
+	w := kfk.Writer(bare)
+	defer w.Close()
+	start := time.Now()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		b.Fatal(err)
+	}
+	bareD := time.Since(start)
+
+	rate := func(d time.Duration) float64 { return float64(syncObjs) / d.Seconds() }
+	b.ReportMetric(wall.Seconds(), "kubecdc_s")
+	b.ReportMetric(produce.Seconds(), "kubecdc_produce_s")
+	b.ReportMetric(cpu, "kubecdc_cpu_s")
+	b.ReportMetric(bareD.Seconds(), "bare_s")
+	b.ReportMetric(rate(produce), "kubecdc_produce_rec/s")
+	b.ReportMetric(rate(wall), "kubecdc_end_to_end_rec/s")
+	b.ReportMetric(rate(bareD), "bare_rec/s")
+	b.ReportMetric(rate(produce)/rate(bareD), "produce_rate_kubecdc/bare")
+	b.ReportMetric(rate(wall)/rate(bareD), "end_to_end_rate_kubecdc/bare")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("initial sync of %d ConfigMaps into Kafka (%d records, %.1f MB of values): kube-cdc start→all acknowledged %v (%.0f rec/s), first→last record %v (%.0f rec/s), CPU %.2fs; bare kafka-go Writer %v (%.0f rec/s); produce rate kube-cdc/bare = %.2fx (target >= 0.7x: %s), end to end incl. start-up and LIST %.2fx",
+		syncObjs, len(msgs), float64(bytes)/1e6, wall.Round(time.Millisecond), rate(wall), produce.Round(time.Millisecond), rate(produce), cpu,
+		bareD.Round(time.Millisecond), rate(bareD), rate(produce)/rate(bareD), verdict(rate(produce)/rate(bareD) >= 0.7), rate(wall)/rate(bareD))
+}
+
+// consume reads every partition of topic from the given offsets until ctx ends and marks
+// each record's kube-cdc.rv header seen when its fetch returned.
+func consume(ctx context.Context, topic string, from map[int]int64, seen *seenSet) {
+	var wg sync.WaitGroup
+	for p, off := range from {
+		wg.Go(func() {
+			c := kafkaClient()
+			for ctx.Err() == nil {
+				res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: p, Offset: off,
+					MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
+				if err == nil {
+					err = res.Error
+				}
+				if err != nil {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				now := time.Now()
+				for {
+					r, err := res.Records.ReadRecord()
+					if err != nil {
+						if !errors.Is(err, io.EOF) {
+							time.Sleep(5 * time.Millisecond)
+						}
+						break
+					}
+					for _, bs := range []kafka.Bytes{r.Key, r.Value} {
+						if bs != nil {
+							bs.Close()
+						}
+					}
+					if r.Offset < off {
+						continue
+					}
+					off = r.Offset + 1
+					for _, h := range r.Headers {
+						if h.Key == "kube-cdc.rv" {
+							if rv, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+								seen.see(rv, now)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkLagKafka: time from the apiserver acknowledging an Update to its record being
+// readable from the broker (first fetched by a consumer long-polling every partition), at
+// 200 writes/s.
+func BenchmarkLagKafka(b *testing.B) {
+	const ns = "bench-lag-kafka"
+	ctx := context.Background()
+	objs := makeLagObjects(b, ns, lagObjects)
+	topic := "bench-lag"
+	if err := kfk.CreateTopic(ctx, topic, kafkaPartitions, true); err != nil {
+		b.Fatal(err)
+	}
+	d := startDaemon(b, kafkaDaemonConfig(b, ns, topic))
+	waitRecords(b, topic, lagObjects, d)
+	from, err := endOffsets(ctx, kafkaClient(), topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seen := newSeenSet()
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { consume(cctx, topic, from, seen); close(done) }()
+	ph := lagPhase{name: "200 writes/s", workers: 8, rate: 200, dur: 20 * time.Second, target: 100 * time.Millisecond}
+	r := runLagPhase(b, ph, objs, seen, d.cmd.Process.Pid)
+	cancel()
+	<-done
+	d.stop(b)
+	reportLag(b, "Kafka", ph, r)
+}

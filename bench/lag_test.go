@@ -1,0 +1,287 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ack is one write the apiserver acknowledged: the RV it returned and when the call returned.
+type ack struct {
+	rv int64
+	at time.Time
+}
+
+// seenSet records when each RV was first seen in a sink.
+type seenSet struct {
+	mu   sync.Mutex
+	at   map[int64]time.Time
+	last time.Time
+}
+
+func newSeenSet() *seenSet { return &seenSet{at: map[int64]time.Time{}} }
+
+func (s *seenSet) see(rv int64, at time.Time) {
+	s.mu.Lock()
+	if _, ok := s.at[rv]; !ok {
+		s.at[rv] = at
+		s.last = at
+	}
+	s.mu.Unlock()
+}
+
+// waitAll waits until every acked RV was seen; it returns how many are still missing.
+func (s *seenSet) waitAll(acks []ack, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := 0
+		s.mu.Lock()
+		for _, a := range acks {
+			if _, ok := s.at[a.rv]; !ok {
+				missing++
+			}
+		}
+		s.mu.Unlock()
+		if missing == 0 || time.Now().After(deadline) {
+			return missing
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lags is seen − acknowledged per write. A row can be seen before the Update call returned
+// (the watch beat the HTTP response); those count as 0.
+func (s *seenSet) lags(acks []ack) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]time.Duration, 0, len(acks))
+	for _, a := range acks {
+		if t, ok := s.at[a.rv]; ok {
+			out = append(out, max(t.Sub(a.at), 0))
+		}
+	}
+	return out
+}
+
+// lagObjects creates n ConfigMaps in ns and returns them, for updateConfigMaps.
+func makeLagObjects(b *testing.B, ns string, n int) []*corev1.ConfigMap {
+	b.Helper()
+	ctx := context.Background()
+	if err := createConfigMaps(ctx, ns, n, 8, payload1K); err != nil {
+		b.Fatal(err)
+	}
+	l, err := writer.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]*corev1.ConfigMap, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
+}
+
+// updateConfigMaps updates objs for dur with `workers` writers, each owning a disjoint
+// subset. rate > 0 paces all writers together to rate writes/s; 0 writes as fast as the
+// apiserver answers. It returns every acknowledged write.
+func updateConfigMaps(b *testing.B, objs []*corev1.ConfigMap, workers int, rate float64, dur time.Duration) []ack {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var tokens chan struct{}
+	if rate > 0 {
+		tokens = make(chan struct{}, 10000)
+		go func() {
+			start := time.Now()
+			sent := 0
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					close(tokens)
+					return
+				case now := <-t.C:
+					// Catch up to rate × elapsed, so the average rate is exact.
+					for due := int(now.Sub(start).Seconds() * rate); sent < due; sent++ {
+						tokens <- struct{}{}
+					}
+				}
+			}
+		}()
+	}
+	var mu sync.Mutex
+	var acks []ack
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var werr error
+	for w := range workers {
+		var mine []*corev1.ConfigMap
+		for i := w; i < len(objs); i += workers {
+			mine = append(mine, objs[i])
+		}
+		wg.Go(func() {
+			var local []ack
+			defer func() {
+				mu.Lock()
+				acks = append(acks, local...)
+				mu.Unlock()
+			}()
+			for i := 0; ; i++ {
+				if tokens != nil {
+					if _, ok := <-tokens; !ok {
+						return
+					}
+				} else if ctx.Err() != nil {
+					return
+				}
+				j := i % len(mine)
+				cm := mine[j]
+				cm.Data["seq"] = strconv.Itoa(i)
+				// Not the benchmark's ctx: a write in flight when it ends still counts.
+				got, err := writer.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
+				at := time.Now()
+				if err != nil {
+					errOnce.Do(func() { werr = err })
+					return
+				}
+				rv, _ := strconv.ParseInt(got.ResourceVersion, 10, 64)
+				local = append(local, ack{rv: rv, at: at})
+				mine[j] = got
+			}
+		})
+	}
+	wg.Wait()
+	if werr != nil {
+		b.Fatalf("update: %v", werr)
+	}
+	return acks
+}
+
+// pollChanges records, every 2 ms on one connection, the first time each RV appears in
+// kube_cdc.changes (ids above fromID), until ctx ends.
+func pollChanges(ctx context.Context, conn *pgx.Conn, fromID int64, seen *seenSet) error {
+	last := fromID
+	for ctx.Err() == nil {
+		rows, err := conn.Query(ctx, `SELECT id, resource_version FROM kube_cdc.changes WHERE id > $1 ORDER BY id`, last)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		now := time.Now()
+		var id, rv int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &rv}, func() error {
+			seen.see(rv, now)
+			last = id
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+// lagPhase is one writer phase against a running daemon.
+type lagPhase struct {
+	name    string
+	workers int
+	rate    float64 // 0: as fast as the apiserver takes
+	dur     time.Duration
+	target  time.Duration // p99 target; 0: none
+}
+
+type lagResult struct {
+	stats    lagStats
+	writes   int
+	wps      float64
+	catchUp  time.Duration // last ack → last change seen
+	cpuPer1k float64       // daemon CPU seconds per 1,000 changes during the phase
+	missing  int
+}
+
+func runLagPhase(b *testing.B, ph lagPhase, objs []*corev1.ConfigMap, seen *seenSet, pid int) lagResult {
+	b.Helper()
+	cpu0 := cpuNow(pid)
+	start := time.Now()
+	acks := updateConfigMaps(b, objs, ph.workers, ph.rate, ph.dur)
+	writing := time.Since(start)
+	lastAck := start
+	for _, a := range acks {
+		if a.at.After(lastAck) {
+			lastAck = a.at
+		}
+	}
+	missing := seen.waitAll(acks, 2*time.Minute)
+	cpu := cpuNow(pid) - cpu0
+	seen.mu.Lock()
+	catchUp := max(seen.last.Sub(lastAck), 0)
+	seen.mu.Unlock()
+	r := lagResult{stats: summarize(seen.lags(acks)), writes: len(acks), wps: float64(len(acks)) / writing.Seconds(),
+		catchUp: catchUp, cpuPer1k: cpu / (float64(len(acks)) / 1000), missing: missing}
+	if missing > 0 {
+		b.Errorf("%d of %d acknowledged writes never reached the sink", missing, len(acks))
+	}
+	return r
+}
+
+func reportLag(b *testing.B, sink string, ph lagPhase, r lagResult) {
+	b.ReportMetric(r.wps, "writes/s")
+	b.ReportMetric(ms(r.stats.p50), "p50_ms")
+	b.ReportMetric(ms(r.stats.p99), "p99_ms")
+	b.ReportMetric(ms(r.stats.max), "max_ms")
+	b.ReportMetric(ms(r.catchUp), "catchup_ms")
+	b.ReportMetric(r.cpuPer1k, "cpu_s/1k_changes")
+	b.ReportMetric(0, "ns/op")
+	line := fmt.Sprintf("%s lag, %s: %d writes in %v (%.0f writes/s, %d writers): ack→visible p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; catch-up after the last write %.1f ms; kube-cdc CPU %.3f s per 1k changes",
+		sink, ph.name, r.writes, ph.dur, r.wps, ph.workers, ms(r.stats.p50), ms(r.stats.p90), ms(r.stats.p99), ms(r.stats.max), ms(r.catchUp), r.cpuPer1k)
+	if ph.target > 0 {
+		b.ReportMetric(ms(r.stats.p99)/ms(ph.target), "p99/target")
+		line += fmt.Sprintf(" (target p99 <= %v: %s)", ph.target, verdict(r.stats.p99 <= ph.target))
+	}
+	b.Log(line)
+}
+
+// BenchmarkLagPostgres: time from the apiserver acknowledging an Update to its changes row
+// being visible, at 200 writes/s and at the maximum rate the apiserver takes.
+func BenchmarkLagPostgres(b *testing.B) {
+	const ns = "bench-lag-pg"
+	objs := makeLagObjects(b, ns, lagObjects)
+	dsn := pg.NewDatabase(b)
+	conn := connect(b, dsn)
+	d := startDaemon(b, pgDaemonConfig(dsn, ns))
+	waitSynced(b, conn, ns, lagObjects, 2*time.Minute, d)
+	var fromID int64
+	if err := conn.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM kube_cdc.changes`).Scan(&fromID); err != nil {
+		b.Fatal(err)
+	}
+	seen := newSeenSet()
+	ctx, cancel := context.WithCancel(context.Background())
+	pollDone := make(chan error, 1)
+	go func() { pollDone <- pollChanges(ctx, conn, fromID, seen) }()
+	defer func() {
+		cancel()
+		if err := <-pollDone; err != nil {
+			b.Errorf("poll changes: %v", err)
+		}
+		d.stop(b)
+	}()
+	for _, ph := range []lagPhase{
+		{name: "200 writes/s", workers: 8, rate: 200, dur: 20 * time.Second, target: 250 * time.Millisecond},
+		{name: "max rate", workers: 32, dur: 20 * time.Second},
+	} {
+		b.Run(map[bool]string{true: "rate=200", false: "rate=max"}[ph.rate > 0], func(b *testing.B) {
+			reportLag(b, "PostgreSQL", ph, runLagPhase(b, ph, objs, seen, d.cmd.Process.Pid))
+		})
+	}
+}
