@@ -39,7 +39,7 @@ var (
 )
 
 const (
-	syncNS     = "bench-sync"  // syncObjects ConfigMaps of ~1 KB: initial sync, memory at 20k
+	syncNS     = "bench-sync" // syncObjects ConfigMaps of ~1 KB: initial sync, memory at 20k
 	syncObjs   = 20000
 	extraNS    = "bench-extra" // extraObjs small ConfigMaps: memory at 100k
 	extraObjs  = 80000

@@ -150,7 +150,11 @@ func BenchmarkRelistMemory(b *testing.B) {
 				if err := pprof.StartCPUProfile(out); err != nil {
 					b.Fatal(err)
 				}
-				defer func() { pprof.StopCPUProfile(); out.Close(); b.Logf("CPU profile of the in-process initial sync: %s", f) }()
+				defer func() {
+					pprof.StopCPUProfile()
+					out.Close()
+					b.Logf("CPU profile of the in-process initial sync: %s", f)
+				}()
 			}
 			h0 := startHeapSampler()
 			start := time.Now()

@@ -92,7 +92,7 @@ func baselineA(b *testing.B, ctx context.Context, dsn string) (list, copyT time.
 	var rows [][]any
 	cont := ""
 	for {
-		req := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/" + syncNS + "/configmaps").Param("limit", "500")
+		req := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/"+syncNS+"/configmaps").Param("limit", "500")
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
