@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	authv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,16 +93,22 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, sc := range cfg.Sinks {
+		detail := sc.Type + " reachable"
+		migrate := false
 		if sc.Type == config.SinkPostgres {
 			o := *sc.Postgres
-			o.Migrate = false // check changes nothing
+			migrate, o.Migrate = o.Migrate, false // check changes nothing
 			sc.Postgres = &o
 		}
 		s, err := openSink(ctx, cfg, sc, quiet)
 		if err == nil {
 			err = s.Close()
 		}
-		t.result("sink "+sc.Name, err, sc.Type+" reachable")
+		var pgErr *pgconn.PgError
+		if migrate && errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+			err, detail = nil, "postgres reachable; its schema will be created at start (migrate: true)"
+		}
+		t.result("sink "+sc.Name, err, detail)
 	}
 }
 

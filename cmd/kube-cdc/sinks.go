@@ -49,4 +49,3 @@ func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog
 	}
 	return nil, fmt.Errorf("sinks: %s: unknown type %q", sc.Name, sc.Type)
 }
-

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// runCLI runs a short kube-cdc command and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	d := start(t, args...)
+	code, stderr := d.wait(60 * time.Second)
+	return code, d.out.String() + stderr
+}
+
+func TestMigrateAppliesTheSchemaOnceAndThenReportsItUpToDate(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	cfg := writeConfig(t, pgConfigYAML(dsn, "  - name: configmaps", ""))
+	code, out := runCLI(t, "migrate", "-c", cfg)
+	if code != 0 || !strings.Contains(out, "warehouse: applied 001_init") {
+		t.Fatalf("first migrate: exit %d\n%s", code, out)
+	}
+	code, out = runCLI(t, "migrate", "-c", cfg)
+	if code != 0 || !strings.Contains(out, "warehouse: schema kube_cdc is up to date") {
+		t.Fatalf("second migrate: exit %d\n%s", code, out)
+	}
+	conn := connect(t, dsn)
+	if n := count(t, conn, `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'kube_cdc' AND table_name IN ('objects', 'changes', 'checkpoints')`); n != 3 {
+		t.Errorf("%d of the 3 tables exist", n)
+	}
+}
+
+func TestCheckPrintsATableAndFailsWhenRBACForbidsAResource(t *testing.T) {
+	ctx := context.Background()
+	dsn := pg.NewDatabase(t)
+	cfg := writeConfig(t, pgConfigYAML(dsn, "  - name: configmaps\n  - name: secrets", ""))
+	code, out := runCLI(t, "check", "-c", cfg)
+	if code != 0 {
+		t.Fatalf("check as admin: exit %d\n%s", code, out)
+	}
+	for _, row := range []string{`config\s+ok`, `apiserver\s+ok\s+https://127\.0\.0\.1:\d+ v1\.36`, `resource configmaps\s+ok`, `resource secrets\s+ok`, `sink warehouse\s+ok`} {
+		if !regexp.MustCompile(row).MatchString(out) {
+			t.Errorf("no row matching %q in:\n%s", row, out)
+		}
+	}
+	_, kc, err := kube.RestrictedUser(ctx, "e2e-check", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = writeConfig(t, strings.Replace(pgConfigYAML(dsn, "  - name: configmaps\n  - name: secrets", ""), kube.Kubeconfig, kc, 1))
+	code, out = runCLI(t, "check", "-c", cfg)
+	if code == 0 {
+		t.Fatalf("check as the restricted user: exit 0\n%s", out)
+	}
+	if !regexp.MustCompile(`resource configmaps\s+ok`).MatchString(out) || !regexp.MustCompile(`resource secrets\s+FAIL\s+list secrets not allowed`).MatchString(out) {
+		t.Errorf("want configmaps ok and secrets FAIL:\n%s", out)
+	}
+	if !strings.Contains(out, "kube-cdc: check: 1 of") {
+		t.Errorf("no one-line summary of the failure:\n%s", out)
+	}
+	code, out = runCLI(t, "check", "--offline", "-c", writeConfig(t, "sinks: [{name: x, type: elastic}]\n"))
+	if code == 0 || !strings.Contains(out, `sinks[0].type: unknown sink type "elastic"`) {
+		t.Errorf("check --offline of an invalid config: exit %d\n%s", code, out)
+	}
+}
+
+func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "st")
+	for i := range 3 {
+		if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kube.Clientset().CoreV1().ConfigMaps(ns).Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dsn := pg.NewDatabase(t)
+	cfg := writeConfig(t, pgConfigYAML(dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
+	d := start(t, "run", "-c", cfg)
+	waitSynced(t, dsn)
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var rv int64
+	if err := connect(t, dsn).QueryRow(ctx, `SELECT resource_version FROM kube_cdc.checkpoints`).Scan(&rv); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCLI(t, "status", "-c", cfg)
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	want := regexp.MustCompile(`warehouse\s+configmaps\s+[0-9a-f]{12}\s+` + strconv.FormatInt(rv, 10) + `\s+\S+\s+2\s+0`)
+	if !want.MatchString(out) {
+		t.Errorf("no status row for configmaps with checkpoint %d and 2 live objects:\n%s", rv, out)
+	}
+	code, out = runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "kube-cdc ") {
+		t.Errorf("version: exit %d %q", code, out)
+	}
+}
