@@ -287,7 +287,14 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 			if !s.wanted(c.Key.Namespace) {
 				continue
 			}
-			c.Op = map[watch.EventType]change.Op{watch.Added: change.OpCreate, watch.Modified: change.OpUpdate, watch.Deleted: change.OpDelete}[ev.Type]
+			switch ev.Type {
+			case watch.Added:
+				c.Op = change.OpCreate
+			case watch.Modified:
+				c.Op = change.OpUpdate
+			default:
+				c.Op = change.OpDelete
+			}
 			if err := emit(ctx, Event{Type: Changed, Change: c}); err != nil {
 				return rv, errors.Join(errEmit, err)
 			}
