@@ -241,3 +241,48 @@ func waitSynced(t *testing.T, dsn string) {
 		return err
 	})
 }
+
+func TestAnAPIServerRestartMidStreamIsSurvivedWithARelistAndNoDuplicates(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "a")
+	dsn := pg.NewDatabase(t)
+	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
+	waitSynced(t, dsn)
+	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
+	for i := range 20 {
+		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The restarted apiserver's watch cache starts at etcd's current revision: kube-cdc's
+	// watch closes, its re-watch from the last RV gets 410 Gone, and it relists.
+	if err := kube.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 20; i < 30; i++ {
+		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cms.Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := listedConfigMaps(t, ns)
+	converges(t, dsn, "configmaps", func() map[string]string { return want })
+	conn := connect(t, dsn)
+	if n := count(t, conn, `SELECT count(*) FROM (SELECT 1 FROM kube_cdc.changes WHERE namespace = $1
+		GROUP BY name, resource_version, op HAVING count(*) > 1) d`, ns); n != 0 {
+		t.Errorf("%d (key, rv, op) appear more than once in changes", n)
+	}
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = $1 AND op = 'create'`, ns); n != 30 {
+		t.Errorf("%d create rows, want 30 (each object once, watched or listed)", n)
+	}
+	select {
+	case <-d.done:
+		t.Fatalf("kube-cdc exited on an apiserver restart:\n%s", d.log())
+	default:
+	}
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
