@@ -587,6 +587,14 @@ func TestOpsNoPasswordOrTokenAppearsInTheOutputOfASuccessfulOrAFailingRun(t *tes
 			t.Fatal(err)
 		}
 		converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, ns) })
+		// Errors mid-stream too: every connection of the sink is cut, then a change.
+		if err := pg.TerminateBackends(ctx, strings.TrimPrefix(u.Path, "/")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Update(ctx, configMap(ns, "one", map[string]string{"v": "2"}), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, ns) })
 		_, metrics, err := opsGet("http://" + addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -656,13 +664,16 @@ log:
 		{"an unreachable Kafka broker with the SASL password from the environment", kafkaSink(""),
 			[]string{"KUBE_CDC_SINKS__0__KAFKA__SASL__PASSWORD=" + secrets["the env SASL password"]}, dead},
 		{"a kubeconfig token the apiserver rejects", strings.Replace(opsConfigYAML(dsn, ns, "", ""),
-			fmt.Sprintf("%q", kube.Kubeconfig), fmt.Sprintf("%q", opsKubeconfig(t, secrets["a rejected kube token"])), 1), nil, "Unauthorized"},
+			fmt.Sprintf("%q", kube.Kubeconfig), fmt.Sprintf("%q", opsKubeconfig(t, secrets["a rejected kube token"])), 1), nil, "credentials"},
 	}
 	for _, f := range failing {
 		t.Run(f.name, func(t *testing.T) {
 			for _, e := range f.env {
 				k, v, _ := strings.Cut(e, "=")
 				t.Setenv(k, v) // start passes the test's environment on
+			}
+			if f.env == nil && len(opsLeaks(f.cfg, secrets)) == 0 {
+				t.Fatalf("opsLeaks does not find the secret in the config that holds it")
 			}
 			cfg := writeConfig(t, f.cfg)
 			for _, cmd := range []string{"run", "check"} {
