@@ -31,19 +31,26 @@ type meta struct {
 
 // apply reads the object's metadata, records who changed it last, and returns the
 // transformed JSON. secret says whether the object is a core/v1 Secret.
+//
+// Only the metadata object is parsed field by field; managedFields, the bulk of it, is cut
+// out of the metadata and the result spliced back, so the rest of the object is scanned
+// once and copied once.
 func (t *Transform) apply(data []byte, secret bool) ([]byte, meta, error) {
-	r := gjson.GetManyBytes(data, "metadata.name", "metadata.namespace", "metadata.uid",
-		"metadata.resourceVersion", "metadata.labels", "metadata.managedFields")
-	m := meta{name: r[0].Str, namespace: r[1].Str, uid: r[2].Str, rv: r[3].Str}
-	if r[4].IsObject() {
-		m.labels = []byte(r[4].Raw)
+	md := gjson.GetBytes(data, "metadata")
+	r := md.Get("name")
+	m := meta{name: r.Str}
+	m.namespace = md.Get("namespace").Str
+	m.uid = md.Get("uid").Str
+	m.rv = md.Get("resourceVersion").Str
+	if l := md.Get("labels"); l.IsObject() {
+		m.labels = []byte(l.Raw)
 	} else {
 		m.labels = []byte("{}")
 	}
 	var err error
-	if mf := r[5]; mf.Exists() {
+	if mf := md.Get("managedFields"); mf.Exists() {
 		m.changedBy = newestManager(mf)
-		if data, err = sjson.DeleteBytes(data, "metadata.managedFields"); err != nil {
+		if data, err = cutManagedFields(data, md); err != nil {
 			return nil, m, err
 		}
 	}
@@ -60,6 +67,22 @@ func (t *Transform) apply(data []byte, secret bool) ([]byte, meta, error) {
 		}
 	}
 	return data, m, nil
+}
+
+// cutManagedFields returns data without metadata.managedFields: the field is deleted from
+// the metadata object alone, which is then spliced back in place.
+func cutManagedFields(data []byte, md gjson.Result) ([]byte, error) {
+	if md.Index <= 0 || md.Index+len(md.Raw) > len(data) || string(data[md.Index:md.Index+len(md.Raw)]) != md.Raw {
+		return sjson.DeleteBytes(data, "metadata.managedFields")
+	}
+	cut, err := sjson.Delete(md.Raw, "managedFields")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(data)-len(md.Raw)+len(cut))
+	out = append(out, data[:md.Index]...)
+	out = append(out, cut...)
+	return append(out, data[md.Index+len(md.Raw):]...), nil
 }
 
 // newestManager returns "manager/operation" of the managedFields entry with the latest
