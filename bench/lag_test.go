@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,9 +126,9 @@ func updateConfigMaps(b *testing.B, objs []*corev1.ConfigMap, workers int, rate 
 	var errOnce sync.Once
 	var werr error
 	for w := range workers {
-		var mine []*corev1.ConfigMap
+		var mine []int // indices into objs: each writer owns its objects, so no conflicts
 		for i := w; i < len(objs); i += workers {
-			mine = append(mine, objs[i])
+			mine = append(mine, i)
 		}
 		wg.Go(func() {
 			var local []ack
@@ -142,8 +145,8 @@ func updateConfigMaps(b *testing.B, objs []*corev1.ConfigMap, workers int, rate 
 				} else if ctx.Err() != nil {
 					return
 				}
-				j := i % len(mine)
-				cm := mine[j]
+				j := mine[i%len(mine)]
+				cm := objs[j]
 				cm.Data["seq"] = strconv.Itoa(i)
 				// Not the benchmark's ctx: a write in flight when it ends still counts.
 				got, err := writer.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
@@ -154,7 +157,7 @@ func updateConfigMaps(b *testing.B, objs []*corev1.ConfigMap, workers int, rate 
 				}
 				rv, _ := strconv.ParseInt(got.ResourceVersion, 10, 64)
 				local = append(local, ack{rv: rv, at: at})
-				mine[j] = got
+				objs[j] = got
 			}
 		})
 	}
@@ -227,6 +230,7 @@ func runLagPhase(b *testing.B, ph lagPhase, objs []*corev1.ConfigMap, seen *seen
 	seen.mu.Lock()
 	catchUp := max(seen.last.Sub(lastAck), 0)
 	seen.mu.Unlock()
+	worst(b, acks, seen, start)
 	r := lagResult{stats: summarize(seen.lags(acks)), writes: len(acks), wps: float64(len(acks)) / writing.Seconds(),
 		catchUp: catchUp, cpuPer1k: cpu / (float64(len(acks)) / 1000), missing: missing}
 	if missing > 0 {
@@ -259,7 +263,8 @@ func BenchmarkLagPostgres(b *testing.B) {
 	objs := makeLagObjects(b, ns, lagObjects)
 	dsn := pg.NewDatabase(b)
 	conn := connect(b, dsn)
-	d := startDaemon(b, pgDaemonConfig(dsn, ns))
+	d := startDaemon(b, pgDaemonConfigLevel(dsn, ns, daemonLogLevel()))
+	keepLog(b, d, "lag-postgres")
 	waitSynced(b, conn, ns, lagObjects, 2*time.Minute, d)
 	var fromID int64
 	if err := conn.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM kube_cdc.changes`).Scan(&fromID); err != nil {
@@ -284,4 +289,27 @@ func BenchmarkLagPostgres(b *testing.B) {
 			reportLag(b, "PostgreSQL", ph, runLagPhase(b, ph, objs, seen, d.cmd.Process.Pid))
 		})
 	}
+}
+
+// worst logs the slowest writes with when they were acknowledged (seconds into the phase),
+// to tell periodic stalls from a steady queue.
+func worst(b *testing.B, acks []ack, seen *seenSet, start time.Time) {
+	type w struct {
+		at, lag time.Duration
+		rv      int64
+	}
+	var all []w
+	seen.mu.Lock()
+	for _, a := range acks {
+		if t, ok := seen.at[a.rv]; ok {
+			all = append(all, w{a.at.Sub(start), t.Sub(a.at), a.rv})
+		}
+	}
+	seen.mu.Unlock()
+	slices.SortFunc(all, func(x, y w) int { return cmp.Compare(y.lag, x.lag) })
+	var sb strings.Builder
+	for _, x := range all[:min(len(all), 12)] {
+		fmt.Fprintf(&sb, " rv %d at +%.2fs lag %.0fms;", x.rv, x.at.Seconds(), ms(x.lag))
+	}
+	b.Logf("slowest writes:%s", sb.String())
 }

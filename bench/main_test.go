@@ -272,7 +272,9 @@ func cpuNow(pid int) float64 {
 	return (ut + st) / 100 // USER_HZ
 }
 
-func pgDaemonConfig(dsn, ns string) string {
+func pgDaemonConfig(dsn, ns string) string { return pgDaemonConfigLevel(dsn, ns, "info") }
+
+func pgDaemonConfigLevel(dsn, ns, level string) string {
 	return fmt.Sprintf(`cluster: bench
 kubernetes:
   kubeconfig: %q
@@ -287,8 +289,8 @@ sinks:
 metrics:
   address: ""
 log:
-  level: info
-`, kube.Kubeconfig, ns, dsn)
+  level: %s
+`, kube.Kubeconfig, ns, dsn, level)
 }
 
 // ---- PostgreSQL helpers ----
@@ -360,3 +362,26 @@ func verdict(ok bool) string {
 }
 
 func readTail(path string) string { return testenv.Tail(path, 30) }
+
+// DebugEnv, when set, runs the lag benchmarks' daemons at log level debug (per-batch step
+// timings) and keeps their logs in the temporary directory, named in the output.
+const DebugEnv = "KUBE_CDC_BENCH_DEBUG"
+
+func daemonLogLevel() string {
+	if os.Getenv(DebugEnv) != "" {
+		return "debug"
+	}
+	return "info"
+}
+
+func keepLog(b *testing.B, d *daemon, name string) {
+	if os.Getenv(DebugEnv) == "" {
+		return
+	}
+	b.Cleanup(func() {
+		dst := filepath.Join(os.TempDir(), "kube-cdc-bench-"+name+".log")
+		if data, err := os.ReadFile(d.logPath); err == nil && os.WriteFile(dst, data, 0o644) == nil {
+			fmt.Printf("bench: kube-cdc log kept in %s\n", dst)
+		}
+	})
+}

@@ -15,6 +15,8 @@ import (
 	"github.com/tidwall/gjson"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
 // BenchmarkInitialSyncPostgres: 20,000 ~1 KB ConfigMaps into an empty database, kube-cdc
@@ -37,10 +39,11 @@ func initialSyncPostgres(b *testing.B, newDatabase func(testing.TB) string) {
 	// kube-cdc: the built binary, an empty database.
 	dsn := newDatabase(b)
 	conn := connect(b, dsn)
-	d := startDaemon(b, pgDaemonConfig(dsn, syncNS))
+	d := startDaemon(b, pgDaemonConfigLevel(dsn, syncNS, "debug"))
 	synced := waitSynced(b, conn, syncNS, syncObjs, 5*time.Minute, d)
 	kcdcWall := synced.Sub(d.start)
 	kcdcCPU := d.stop(b)
+	b.Logf("kube-cdc's log (debug: per-batch step timings), started at %s:\n%s", d.start.Format("15:04:05.000"), testenv.Tail(d.logPath, 40))
 
 	// Baseline B: the informer program, an empty database.
 	bWall, bCPU, bHeap := baselineB(b, newDatabase(b))
