@@ -897,7 +897,8 @@ func TestKafkaWithTheKafkaCheckpointStoreAKillDashNineResumesWithoutANewSnapshot
 
 func TestKafkaBadBrokersOrAMissingTopicFailWithOneLineNamingTheCause(t *testing.T) {
 	ns := namespace(t, "k7")
-	configMaps(t, ns).create("one", "0") // something to write, so the topic is needed
+	configMaps(t, ns).create("one", "0") // something to write
+	empty := namespace(t, "k7e")
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -913,12 +914,16 @@ func TestKafkaBadBrokersOrAMissingTopicFailWithOneLineNamingTheCause(t *testing.
 		{"unreachable brokers with the kafka checkpoint store", kafkaCfg{brokers: dead, ns: ns, checkpoint: "{type: kafka}"}, []string{dead}},
 		{"missing topic", kafkaCfg{brokers: k.Addr(), ns: ns, noCreate: true, checkpoint: fileCheckpoint(filepath.Join(t.TempDir(), "b.db"))},
 			[]string{"topic " + kafkaTopic, "does not exist"}},
+		// Nothing to write yet: the missing topic must still fail the start, not the first
+		// change hours later.
+		{"missing topic of an empty namespace", kafkaCfg{brokers: k.Addr(), ns: empty, noCreate: true, checkpoint: fileCheckpoint(filepath.Join(t.TempDir(), "c.db"))},
+			[]string{"topic " + kafkaTopic, "does not exist"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			began := time.Now()
 			d := start(t, "run", "-c", tt.cfg.write(t))
-			code, stderr := d.wait(60 * time.Second)
+			code, stderr := d.wait(30 * time.Second)
 			if code == 0 {
 				t.Fatalf("exit code 0, want non-zero; stderr:\n%s", stderr)
 			}

@@ -133,8 +133,13 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 // Name is the configured sink name.
 func (s *Sink) Name() string { return s.name }
 
-// Checkpoint returns the store's checkpoint for res.
+// Checkpoint returns the store's checkpoint for res. The pipeline asks for it once per
+// resource before streaming, so this is where res's topic is checked (and created with
+// createTopics): a missing topic fails the start, not the first change hours later.
 func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
+	if err := s.ensureTopic(ctx, TopicName(s.opts.Topic, s.cluster, res)); err != nil {
+		return 0, err
+	}
 	return s.store.Load(ctx, s.name, res)
 }
 

@@ -336,15 +336,21 @@ func TestAMissingTopicWithCreationOffIsATerminalErrorNamingIt(t *testing.T) {
 	if err == nil || !retry.IsTerminal(err) || !strings.Contains(err.Error(), "kube.prod.apps.deployments") {
 		t.Fatalf("error %v; want a terminal error naming kube.prod.apps.deployments", err)
 	}
-	if rv, _ := s.Checkpoint(ctx, deployments); rv != 0 {
+	// The pipeline asks for the checkpoint before it streams: the start fails there, even
+	// when there is nothing to write yet.
+	rv, err := s.Checkpoint(ctx, deployments)
+	if rv != 0 {
 		t.Errorf("checkpoint %v after a failed write", rv)
+	}
+	if err == nil || !retry.IsTerminal(err) || !strings.Contains(err.Error(), "kube.prod.apps.deployments") {
+		t.Errorf("Checkpoint: error %v; want a terminal error naming kube.prod.apps.deployments", err)
 	}
 }
 
 func TestCheckpointOnlyBatchesCommitWithoutRecords(t *testing.T) {
 	ctx := testCtx(t)
 	k := testenv.NewKafka(t)
-	s := newSink(t, k, Options{})
+	s := newSink(t, k, Options{CreateTopics: true}) // Checkpoint checks the topic
 	if err := s.Write(ctx, change.Batch{Resource: deployments, Checkpoint: 77}); err != nil {
 		t.Fatal(err)
 	}
