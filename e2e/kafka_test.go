@@ -200,12 +200,13 @@ func waitFor(t *testing.T, k *testenv.Kafka, topic string, timeout time.Duration
 			return err
 		}
 		if m := missing(recs, want); len(m) > 0 {
-			if os.Getenv("KAFKA_E2E_DEBUG") != "" {
-				for _, r := range recs {
-					fmt.Println("DEBUG", r, r.m.HighWaterMark)
+			var ofKey []string
+			for _, r := range recs {
+				if r.key == m[0].key {
+					ofKey = append(ofKey, r.String())
 				}
 			}
-			return fmt.Errorf("%d of %d changes missing from %s, e.g. %v", len(m), len(want), topic, m[0])
+			return fmt.Errorf("%d of %d changes missing from %s, e.g. %v; the records of its key: %v", len(m), len(want), topic, m[0], ofKey)
 		}
 		return nil
 	})
