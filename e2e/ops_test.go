@@ -946,13 +946,15 @@ func TestOpsWhenTheLeaderIsKilledTheStandbyTakesOverWithinTheLeaseAndLosesAndDup
 		t.Errorf("lease holder %q after the takeover, want replica-b", h)
 	}
 	// Keep writing for a while under the new leader.
+	atLead := w.count()
 	eventually(t, 20*time.Second, func() error {
-		if n := w.count(); n < atKill+60 {
-			return fmt.Errorf("%d writes since the kill", n-atKill)
+		if n := w.count(); n < atLead+50 {
+			return fmt.Errorf("%d writes since the takeover", n-atLead)
 		}
 		return nil
 	})
 	writes := w.stop(t)
+	t.Logf("%d writes before the kill, %d while no one led, %d under the new leader", atKill, atLead-atKill, len(writes)-atLead)
 	opsNoLossNoDuplicates(t, dsn, ns, writes)
 	opsAfterTakeover(t, b)
 	if code := b.stop(syscall.SIGTERM); code != 0 {
@@ -990,7 +992,6 @@ func TestOpsALeaderFrozenPastItsLeaseIsReplacedAndOnWakingExitsWithoutDuplicatin
 			_ = a.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	})
-	frozenLog := len(a.log())
 	took := opsWaitLog(t, b, "became the leader", opsLeaseDuration+8*time.Second).Sub(frozen)
 	t.Logf("the standby led %v after the leader froze (lease %v)", took.Round(time.Millisecond), opsLeaseDuration)
 	if took > opsLeaseDuration+3*time.Second {
@@ -1012,10 +1013,19 @@ func TestOpsALeaderFrozenPastItsLeaseIsReplacedAndOnWakingExitsWithoutDuplicatin
 	if !strings.Contains(lastLine(log), "lost the lease") {
 		t.Errorf("the old leader's last line %q does not say it lost the lease", lastLine(log))
 	}
-	if after := log[min(frozenLog, len(log)):]; strings.Contains(after, "wrote batch") {
-		// Harmless (RV-guarded upserts, unique changes, GREATEST checkpoints), and
-		// checked below; worth seeing when it happens.
-		t.Logf("the old leader wrote after waking:\n%s", after)
+	// internal/leader's doc says a leader whose renewals lapse abandons its in-flight
+	// batch; the pipeline instead flushes what it read (writes outlive the lead context by
+	// FlushTimeout), so a write after "stopping" shows up now and then. The PostgreSQL
+	// sink's guards make it harmless, which is what is asserted below; log it when seen.
+	// (The watchdog or client-go's own renew deadline, whichever notices first.)
+	lapsed := len(log)
+	for _, marker := range []string{"lease not renewed within the renew deadline; stopping", "Failed to renew lease", "lost the lease"} {
+		if i := strings.Index(log, marker); i >= 0 && i < lapsed {
+			lapsed = i
+		}
+	}
+	if n := strings.Count(log[lapsed:], "wrote batch"); n > 0 {
+		t.Logf("the old leader wrote %d batches after it knew its renewals had lapsed:\n%s", n, log[lapsed:])
 	}
 	// The new leader keeps streaming after the old one woke.
 	atWake := w.count()
