@@ -231,7 +231,7 @@ func consume(ctx context.Context, topic string, from map[int]int64, seen *seenSe
 					for _, h := range r.Headers {
 						if h.Key == "kube-cdc.rv" {
 							if rv, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-								seen.see(rv, now)
+								seen.see(rv, now, r.Time)
 							}
 						}
 					}

@@ -24,20 +24,44 @@ type ack struct {
 
 // seenSet records when each RV was first seen in a sink.
 type seenSet struct {
-	mu   sync.Mutex
-	at   map[int64]time.Time
-	last time.Time
+	mu       sync.Mutex
+	at       map[int64]time.Time
+	observed map[int64]time.Time // kube-cdc's ObservedAt: when its watch delivered the event
+	last     time.Time
 }
 
-func newSeenSet() *seenSet { return &seenSet{at: map[int64]time.Time{}} }
+func newSeenSet() *seenSet {
+	return &seenSet{at: map[int64]time.Time{}, observed: map[int64]time.Time{}}
+}
 
-func (s *seenSet) see(rv int64, at time.Time) {
+// see records rv as visible at `at`; observed is the change's observed_at as kube-cdc
+// stamped it (zero if unknown), which splits the lag into source and sink parts.
+func (s *seenSet) see(rv int64, at, observed time.Time) {
 	s.mu.Lock()
 	if _, ok := s.at[rv]; !ok {
 		s.at[rv] = at
 		s.last = at
+		if !observed.IsZero() {
+			s.observed[rv] = observed
+		}
 	}
 	s.mu.Unlock()
+}
+
+// split returns, per write, ack → observed by kube-cdc (apiserver watch delivery and
+// decode) and observed → visible in the sink (batching, write, commit, polling).
+func (s *seenSet) split(acks []ack) (source, sink []time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range acks {
+		o, ok := s.observed[a.rv]
+		t, ok2 := s.at[a.rv]
+		if ok && ok2 {
+			source = append(source, max(o.Sub(a.at), 0))
+			sink = append(sink, max(t.Sub(o), 0))
+		}
+	}
+	return source, sink
 }
 
 // waitAll waits until every acked RV was seen; it returns how many are still missing.
@@ -173,7 +197,7 @@ func updateConfigMaps(b *testing.B, objs []*corev1.ConfigMap, workers int, rate 
 func pollChanges(ctx context.Context, conn *pgx.Conn, fromID int64, seen *seenSet) error {
 	last := fromID
 	for ctx.Err() == nil {
-		rows, err := conn.Query(ctx, `SELECT id, resource_version FROM kube_cdc.changes WHERE id > $1 ORDER BY id`, last)
+		rows, err := conn.Query(ctx, `SELECT id, resource_version, observed_at FROM kube_cdc.changes WHERE id > $1 ORDER BY id`, last)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -182,8 +206,9 @@ func pollChanges(ctx context.Context, conn *pgx.Conn, fromID int64, seen *seenSe
 		}
 		now := time.Now()
 		var id, rv int64
-		_, err = pgx.ForEachRow(rows, []any{&id, &rv}, func() error {
-			seen.see(rv, now)
+		var observed time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &rv, &observed}, func() error {
+			seen.see(rv, now, observed)
 			last = id
 			return nil
 		})
@@ -206,6 +231,8 @@ type lagPhase struct {
 
 type lagResult struct {
 	stats    lagStats
+	source   lagStats // ack → kube-cdc observed the event
+	sink     lagStats // observed → visible
 	writes   int
 	wps      float64
 	catchUp  time.Duration // last ack → last change seen
@@ -231,7 +258,8 @@ func runLagPhase(b *testing.B, ph lagPhase, objs []*corev1.ConfigMap, seen *seen
 	catchUp := max(seen.last.Sub(lastAck), 0)
 	seen.mu.Unlock()
 	worst(b, acks, seen, start)
-	r := lagResult{stats: summarize(seen.lags(acks)), writes: len(acks), wps: float64(len(acks)) / writing.Seconds(),
+	src, snk := seen.split(acks)
+	r := lagResult{source: summarize(src), sink: summarize(snk), stats: summarize(seen.lags(acks)), writes: len(acks), wps: float64(len(acks)) / writing.Seconds(),
 		catchUp: catchUp, cpuPer1k: cpu / (float64(len(acks)) / 1000), missing: missing}
 	if missing > 0 {
 		b.Errorf("%d of %d acknowledged writes never reached the sink", missing, len(acks))
@@ -254,6 +282,12 @@ func reportLag(b *testing.B, sink string, ph lagPhase, r lagResult) {
 		line += fmt.Sprintf(" (target p99 <= %v: %s)", ph.target, verdict(r.stats.p99 <= ph.target))
 	}
 	b.Log(line)
+	if r.source.n > 0 {
+		b.ReportMetric(ms(r.source.p99), "source_p99_ms")
+		b.ReportMetric(ms(r.sink.p99), "sink_p99_ms")
+		b.Logf("  split: ack→observed by kube-cdc (watch delivery) p50 %.1f ms p99 %.1f ms max %.1f ms; observed→visible (batch, write, commit, poll) p50 %.1f ms p99 %.1f ms max %.1f ms",
+			ms(r.source.p50), ms(r.source.p99), ms(r.source.max), ms(r.sink.p50), ms(r.sink.p99), ms(r.sink.max))
+	}
 }
 
 // BenchmarkLagPostgres: time from the apiserver acknowledging an Update to its changes row
