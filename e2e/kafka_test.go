@@ -894,6 +894,11 @@ func TestKafkaWithTheKafkaCheckpointStoreAKillDashNineResumesWithoutANewSnapshot
 	if len(added) != 3 {
 		t.Errorf("the relist wrote %d records, want 3 (cm-4 changed, cm-5's inferred delete and tombstone): %v", len(added), added)
 	}
+	for _, r := range added {
+		if r.env != nil && r.op == "d" && !r.env.Source.Inferred {
+			t.Errorf("%v: an unobserved delete without source.inferred=true", r)
+		}
+	}
 }
 
 func TestKafkaBadBrokersOrAMissingTopicFailWithOneLineNamingTheCause(t *testing.T) {
