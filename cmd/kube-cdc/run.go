@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/source"
@@ -111,13 +112,15 @@ func run(ctx context.Context, cfg *config.Config) error {
 
 func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {
 	return pipeline.Options{
-		Cluster:    cfg.Cluster,
-		BatchSize:  cfg.Pipeline.BatchSize,
-		BatchBytes: cfg.Pipeline.BatchBytes,
-		MaxWait:    cfg.Pipeline.MaxWait,
-		Buffer:     cfg.Pipeline.Buffer,
-		Log:        log,
-		Metrics:    m,
+		Cluster:     cfg.Cluster,
+		BatchSize:   cfg.Pipeline.BatchSize,
+		BatchBytes:  cfg.Pipeline.BatchBytes,
+		MaxWait:     cfg.Pipeline.MaxWait,
+		Buffer:      cfg.Pipeline.Buffer,
+		DetachAfter: cfg.Pipeline.DetachAfter,
+		Log:         log,
+		Metrics:     m,
+		Abandon:     func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) },
 	}
 }
 

@@ -71,8 +71,21 @@ type Change struct {
 	// so sinks need not decode Object again.
 	Labels    json.RawMessage
 	ChangedBy string // "manager/operation" of the newest managedFields entry, or ""
-	// ObservedAt is when kube-cdc received the event.
+	// Time is when the change happened as far as the object itself tells: the newest of
+	// its managedFields times, creationTimestamp and deletionTimestamp (second precision).
+	// It is the same every time the same change is read, so re-emits stay exact copies.
+	// Zero when the object says nothing (inferred deletes).
+	Time time.Time
+	// ObservedAt is when kube-cdc received the event (lag is measured from it).
 	ObservedAt time.Time
+}
+
+// EventTime is Time, or ObservedAt where the object gave no time.
+func (c *Change) EventTime() time.Time {
+	if c.Time.IsZero() {
+		return c.ObservedAt
+	}
+	return c.Time
 }
 
 // Batch is an ordered run of changes of one resource. When a sink acknowledges it, its

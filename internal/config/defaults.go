@@ -21,6 +21,7 @@ func defaults() map[string]any {
 		"pipeline.batchBytes":          4 << 20,
 		"pipeline.maxWait":             10 * time.Millisecond,
 		"pipeline.buffer":              4096,
+		"pipeline.detachAfter":         10 * time.Second,
 		"metrics.address":              ":9090",
 		"log.level":                    "info",
 		"log.format":                   "text",

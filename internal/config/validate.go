@@ -117,6 +117,9 @@ func (c *Config) validatePipeline() error {
 	case p.Buffer < 0:
 		return keyErrorf("pipeline.buffer", "must not be negative, got %d", p.Buffer)
 	}
+	if p.DetachAfter < 0 {
+		return keyErrorf("pipeline.detachAfter", "must not be negative, got %v", p.DetachAfter)
+	}
 	return nil
 }
 

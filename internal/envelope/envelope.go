@@ -34,7 +34,7 @@ func OpCode(c *change.Change) string {
 //
 // A delete carries the last state in "before" and null "after"; anything else carries the
 // object in "after" and null "before" (the previous state is not kept, design §1.6). An
-// inferred delete has no last state: both are null. ts_ms is c.ObservedAt in Unix
+// inferred delete has no last state: both are null. ts_ms is c.EventTime() in Unix
 // milliseconds (0 when unset). source.resourceVersion is a string, as in metadata, so
 // consumers in languages with 53-bit numbers compare it exactly.
 //
@@ -44,8 +44,8 @@ func Append(dst []byte, c *change.Change) []byte {
 	dst = append(dst, OpCode(c)...)
 	dst = append(dst, `","ts_ms":`...)
 	var ts int64
-	if !c.ObservedAt.IsZero() {
-		ts = c.ObservedAt.UnixMilli()
+	if t := c.EventTime(); !t.IsZero() {
+		ts = t.UnixMilli()
 	}
 	dst = strconv.AppendInt(dst, ts, 10)
 	if c.Op == change.OpDelete {

@@ -21,7 +21,9 @@
 //     when quiet, large batches under load. A stream's own events (bookmarks) advance the
 //     checkpoint without data.
 //   - On shutdown (ctx done) the stream stops, every queued event is written, and the
-//     checkpoints committed, within FlushTimeout.
+//     checkpoints committed, within FlushTimeout — unless Options.Abandon says the cause
+//     forbids writing (a lost lease): then writes stop at once, and what was not written
+//     is read again, from the checkpoint, by whoever streams next.
 //
 // The key index is loaded from the sink for the duration of a relist only: steady state
 // keeps no per-object state in memory at all.

@@ -51,9 +51,13 @@ type Options struct {
 	Buffer       int           // events queued per sink; default 4096
 	DetachAfter  time.Duration // a full queue this long detaches its sink (several sinks only); default 10s
 	FlushTimeout time.Duration // final flush after ctx ends; default 10s
-	Backoff      retry.Backoff
-	Log          *slog.Logger
-	Metrics      Metrics // may be nil
+	// Abandon, given the cause of ctx's end, says whether to drop what is queued and
+	// cancel writes in flight at once instead of flushing: a leader that lost its lease
+	// must stop writing before its successor starts. Nil: always flush.
+	Abandon func(cause error) bool
+	Backoff retry.Backoff
+	Log     *slog.Logger
+	Metrics Metrics // may be nil
 }
 
 func (o *Options) defaults() {
@@ -107,7 +111,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// Writes outlive ctx by FlushTimeout, so a shutdown flushes what was read.
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWrites()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(p.opts.FlushTimeout, cancelWrites) })
+	stop := context.AfterFunc(ctx, func() {
+		if p.opts.Abandon != nil && p.opts.Abandon(context.Cause(ctx)) {
+			p.opts.Log.Warn("abandoning unwritten changes; they will be read again from the checkpoint", "cause", context.Cause(ctx))
+			cancelWrites()
+			return
+		}
+		time.AfterFunc(p.opts.FlushTimeout, cancelWrites)
+	})
 	defer stop()
 
 	g, gctx := errgroup.WithContext(ctx)

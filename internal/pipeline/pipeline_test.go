@@ -314,3 +314,31 @@ func TestTheReconcileDiffOfOneScopeNeverDeletesAnotherScopesObjects(t *testing.T
 		t.Errorf("changes = %+v, want only an inferred delete of ns/gone", log)
 	}
 }
+
+func TestALostLeaseAbandonsQueuedChangesInsteadOfFlushingThem(t *testing.T) {
+	s := newMemSink("pg")
+	s.block = make(chan struct{}) // the first write hangs, as on a stalled connection
+	errLost := errors.New("lost the lease")
+	done := make(chan struct{})
+	p := New(Options{MaxWait: time.Millisecond, FlushTimeout: time.Minute,
+		Abandon: func(cause error) bool { return errors.Is(cause, errLost) }},
+		[]Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+			return &script{done: done, events: func(change.RV) []source.Event {
+				return []source.Event{watched(change.OpCreate, obj("a", "u", 6)), watched(change.OpCreate, obj("b", "u", 7))}
+			}}
+		}}})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	<-done
+	time.Sleep(20 * time.Millisecond) // let the first batch reach the hanging Write
+	cancel(errLost)
+	select {
+	case <-errc:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run kept writing after the lease was lost (it waits for FlushTimeout, 1m)")
+	}
+	if log, ck := s.snapshot(); len(log) != 0 || ck != 0 {
+		t.Errorf("wrote %d changes and checkpoint %d after losing the lease, want nothing", len(log), ck)
+	}
+}

@@ -224,6 +224,7 @@ func (s *Stream) toChange(data []byte, now time.Time) (change.Change, error) {
 		Object:     obj,
 		Labels:     m.labels,
 		ChangedBy:  m.changedBy,
+		Time:       m.time,
 		ObservedAt: now,
 	}, nil
 }

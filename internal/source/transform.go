@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -27,6 +28,7 @@ type meta struct {
 	name, namespace, uid, rv string
 	labels                   []byte
 	changedBy                string
+	time                     time.Time // newest of managedFields, creation and deletion times
 }
 
 // apply reads the object's metadata, records who changed it last, and returns the
@@ -47,12 +49,23 @@ func (t *Transform) apply(data []byte, secret bool) ([]byte, meta, error) {
 	} else {
 		m.labels = []byte("{}")
 	}
+	newest := md.Get("creationTimestamp").Str
+	if d := md.Get("deletionTimestamp").Str; d > newest {
+		newest = d
+	}
 	var err error
 	if mf := md.Get("managedFields"); mf.Exists() {
-		m.changedBy = newestManager(mf)
+		var at string
+		m.changedBy, at = newestManager(mf)
+		if at > newest {
+			newest = at
+		}
 		if data, err = cutManagedFields(data, md); err != nil {
 			return nil, m, err
 		}
+	}
+	if newest != "" {
+		m.time, _ = time.Parse(time.RFC3339, newest) // a malformed time leaves it zero
 	}
 	if secret && t.RedactSecrets {
 		if data, err = redactSecret(data); err != nil {
@@ -86,8 +99,8 @@ func cutManagedFields(data []byte, md gjson.Result) ([]byte, error) {
 }
 
 // newestManager returns "manager/operation" of the managedFields entry with the latest
-// time (RFC 3339 strings of one format order as text).
-func newestManager(mf gjson.Result) string {
+// time, and that time (RFC 3339 strings of one format order as text).
+func newestManager(mf gjson.Result) (string, string) {
 	var best, bestTime string
 	mf.ForEach(func(_, e gjson.Result) bool {
 		r := e.Get("time").Str
@@ -97,7 +110,7 @@ func newestManager(mf gjson.Result) string {
 		}
 		return true
 	})
-	return best
+	return best, bestTime
 }
 
 func redactSecret(data []byte) ([]byte, error) {

@@ -119,7 +119,7 @@ type source struct {
 
 var sourceField = []byte(`,"source":`)
 
-// decodeSource decodes only the envelope's source. appendEnvelope writes it last, and
+// decodeSource decodes only the envelope's source. envelope.Append writes it last, and
 // after it come only JSON strings and booleans, in which `,"source":` cannot occur (a
 // quote inside a string is escaped), so its last occurrence is the envelope's own even
 // when the object has a "source" field. This skips scanning the object: about half the

@@ -5,24 +5,8 @@ import (
 	"testing"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 )
-
-func TestAppendStringEscapesLikeEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"uote\back`, "ctl\x00\x1f\n\r\t", "ünïcødé ✓", "bad\xffutf8", "<&>"} {
-		got := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Errorf("%q encoded as %s: %v", s, got, err)
-			continue
-		}
-		want, _ := json.Marshal(s)
-		var wantBack string
-		json.Unmarshal(want, &wantBack)
-		if back != wantBack {
-			t.Errorf("%q round-trips as %q, want %q", s, back, wantBack)
-		}
-	}
-}
 
 func TestTopicNameExpandsTheTemplate(t *testing.T) {
 	res := change.Resource{Group: "example.com", Version: "v1beta1", Resource: "widgets"}
@@ -49,7 +33,8 @@ func TestDecodeSourceFindsTheEnvelopesSourceEvenWhenTheObjectHasOne(t *testing.T
 		Object:    json.RawMessage(`{"source":{"uid":"wrong","cluster":"wrong"}}`),
 		ChangedBy: `evil,"source":{"uid":"worse"}`,
 	}
-	v := appendEnvelope(nil, "prod", "u", &c)
+	c.Cluster = "prod"
+	v := envelope.Append(nil, &c)
 	if !json.Valid(v) {
 		t.Fatalf("invalid envelope %s", v)
 	}

@@ -72,7 +72,7 @@ func header(m kafka.Message, key string) string {
 	return "<missing>"
 }
 
-type envelope struct {
+type decodedEnvelope struct {
 	Op     string          `json:"op"`
 	TsMs   int64           `json:"ts_ms"`
 	Before json.RawMessage `json:"before"`
@@ -135,7 +135,7 @@ func TestWriteProducesOneEnvelopePerChangeWithKeyOpHeadersAndADeleteTombstone(t 
 				}
 				continue
 			}
-			var e envelope
+			var e decodedEnvelope
 			if err := json.Unmarshal(m.Value, &e); err != nil {
 				t.Fatalf("key %s record %d: %v: %s", key, i, err, m.Value)
 			}
