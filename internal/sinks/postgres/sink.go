@@ -74,6 +74,10 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, createStage)
+		return err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, password))
@@ -169,9 +173,6 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		steps.start()
 		if len(b.Changes) > 0 {
-			if _, err := tx.Exec(ctx, createStage); err != nil {
-				return err
-			}
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: b.Changes}); err != nil {
 				return err
 			}
