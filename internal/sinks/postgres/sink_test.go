@@ -752,3 +752,38 @@ func TestTwentyThousandChangesWriteInOneBatch(t *testing.T) {
 func randomSuffix() string {
 	return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 }
+
+// A failure in the last statement of a batch must undo the first ones, for the pipelined
+// small-batch path (one implicit transaction) and the COPY path (an explicit one) alike.
+func TestABatchThatFailsPartWayLeavesNothingBehind(t *testing.T) {
+	for _, n := range []int{2, smallBatch + 10} {
+		t.Run(fmt.Sprintf("%d changes", n), func(t *testing.T) {
+			s, dsn := newSink(t, Options{})
+			conn := connect(t, dsn)
+			if _, err := conn.Exec(testCtx(t), `
+				CREATE FUNCTION kube_cdc.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+				CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON kube_cdc.checkpoints FOR EACH ROW EXECUTE FUNCTION kube_cdc.refuse()`); err != nil {
+				t.Fatal(err)
+			}
+			var changes []change.Change
+			for i := range n {
+				changes = append(changes, cm(fmt.Sprintf("cm-%d", i), "u", change.RV(10+i), change.OpCreate))
+			}
+			if err := s.Write(testCtx(t), batch(100, changes...)); err == nil {
+				t.Fatal("Write succeeded although the checkpoint insert raises")
+			}
+			for _, table := range []string{"objects", "changes", "checkpoints"} {
+				if got := count(t, dsn, "SELECT count(*) FROM kube_cdc."+table); got != 0 {
+					t.Errorf("%d rows in %s after a failed batch, want 0", got, table)
+				}
+			}
+			if _, err := conn.Exec(testCtx(t), `DROP TRIGGER refuse ON kube_cdc.checkpoints`); err != nil {
+				t.Fatal(err)
+			}
+			write(t, s, batch(100, changes...))
+			if got := count(t, dsn, "SELECT count(*) FROM kube_cdc.objects"); got != n {
+				t.Errorf("%d objects after the retried batch, want %d", got, n)
+			}
+		})
+	}
+}
