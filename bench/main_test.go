@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,6 +48,12 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		// `make test` runs every package's tests; this one has only benchmarks, so it
+		// starts nothing unless benchmarks were asked for (`make bench`).
+		os.Exit(m.Run())
+	}
 	os.Exit(mainWithServers(m))
 }
 
