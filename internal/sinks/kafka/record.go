@@ -47,6 +47,10 @@ func recordTime(c *change.Change) time.Time {
 	return time.UnixMilli(0)
 }
 
+// envelopeOverhead is room for the envelope around the object (op, ts_ms, source), so
+// that building it allocates once.
+const envelopeOverhead = 384
+
 // appendMessages appends the records of one change: the envelope, and for a delete a
 // second record with the same key and a null value so compaction can drop the key.
 func appendMessages(dst []kafka.Message, cluster, topic string, c *change.Change) []kafka.Message {
@@ -68,7 +72,7 @@ func appendMessages(dst []kafka.Message, cluster, topic string, c *change.Change
 		cc.Time = t // ts_ms equals the record time, the epoch
 		c = &cc
 	}
-	dst = append(dst, kafka.Message{Topic: topic, Key: key, Value: envelope.Append(nil, c), Headers: headers, Time: t})
+	dst = append(dst, kafka.Message{Topic: topic, Key: key, Value: envelope.Append(make([]byte, 0, len(c.Object)+envelopeOverhead), c), Headers: headers, Time: t})
 	if c.Op == change.OpDelete {
 		dst = append(dst, kafka.Message{Topic: topic, Key: key, Value: nil, Headers: headers, Time: t})
 	}
