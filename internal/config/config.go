@@ -62,7 +62,7 @@ type Transforms struct {
 
 // Pipeline sizes the batches handed to the sinks.
 type Pipeline struct {
-	BatchSize  int           `koanf:"batchSize"`  // changes per batch, default 1000
+	BatchSize  int           `koanf:"batchSize"`  // changes per batch, default 5000 (batchBytes usually cuts relist batches first)
 	BatchBytes int           `koanf:"batchBytes"` // object bytes per batch, default 4 MiB
 	MaxWait    time.Duration `koanf:"maxWait"`    // how long a partial batch waits, default 10ms
 	Buffer     int           `koanf:"buffer"`     // events queued between source and sinks, default 1024 (about a batch: reading overlaps writing without holding MiBs of objects)

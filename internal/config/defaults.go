@@ -17,7 +17,7 @@ func defaults() map[string]any {
 		"kubernetes.compression":       false,
 		"kubernetes.pageSize":          500,
 		"transforms.redactSecrets":     true,
-		"pipeline.batchSize":           1000,
+		"pipeline.batchSize":           5000,
 		"pipeline.batchBytes":          4 << 20,
 		"pipeline.maxWait":             10 * time.Millisecond,
 		"pipeline.buffer":              1024,

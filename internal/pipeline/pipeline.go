@@ -45,7 +45,7 @@ type Metrics interface {
 // Options tunes the pipeline. Zero fields take the defaults in their comments.
 type Options struct {
 	Cluster      string        // stamped on the changes the pipeline makes (inferred deletes)
-	BatchSize    int           // changes per batch; default 1000
+	BatchSize    int           // changes per batch; default 5000 (BatchBytes usually cuts relist batches first)
 	BatchBytes   int           // object bytes per batch; default 4 MiB
 	MaxWait      time.Duration // longest a change waits for its batch to fill; default 10ms
 	Buffer       int           // events queued per sink; default 1024
@@ -62,7 +62,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.BatchSize <= 0 {
-		o.BatchSize = 1000
+		o.BatchSize = 5000
 	}
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 4 << 20

@@ -24,8 +24,9 @@ const (
 	DefaultWriteTimeout      = 10 * time.Second
 )
 
-// writerBatchSize is the kafka-go writer's records per partition batch: twice the
-// pipeline's default batch size.
+// writerBatchSize is the kafka-go writer's records per partition batch. A pipeline batch
+// (up to pipeline.batchSize changes, usually cut at 4 MiB first) spread over the
+// partitions fits; a larger one is split into several requests, still in order.
 const writerBatchSize = 2048
 
 // withDefaults fills Options' documented defaults.
@@ -101,8 +102,8 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		// Per-key order: one key, one partition.
 		Balancer:     &kafka.Hash{},
 		BatchTimeout: opts.BatchTimeout,
-		// A whole pipeline batch (default 1000 changes, plus a tombstone per delete) goes
-		// out in one produce request per partition. kafka-go allocates BatchSize messages
+		// A pipeline batch (plus a tombstone per delete) goes out in one produce request
+		// per partition. kafka-go allocates BatchSize messages
 		// per partition batch up front, so "unlimited" (1<<20) cost 150 MB per write;
 		// bigger pipeline batches are split into several requests, still in order.
 		// BatchBytes (kafka-go's default 1 MiB, the broker's default message.max.bytes)
