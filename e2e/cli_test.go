@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -105,5 +107,40 @@ func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
 	code, out = runCLI(t, "version")
 	if code != 0 || !strings.HasPrefix(out, "kube-cdc ") {
 		t.Errorf("version: exit %d %q", code, out)
+	}
+}
+
+func TestStatusReadsTheCheckpointStoreOfAStdoutSink(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "sf")
+	for i := range 4 {
+		if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(t.TempDir(), "state.db")
+	cfg := writeConfig(t, fmt.Sprintf(`cluster: e2e
+kubernetes: {kubeconfig: %q}
+resources: [{name: configmaps, namespaces: [%s]}]
+sinks: [{name: out, type: stdout, checkpoint: {type: file, path: %q}}]
+metrics: {address: ""}
+`, kube.Kubeconfig, ns, state))
+	d := start(t, "run", "-c", cfg)
+	eventually(t, 30*time.Second, func() error {
+		if n := strings.Count(d.out.String(), "\n"); n < 4 {
+			return fmt.Errorf("%d lines on stdout, want 4", n)
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // the checkpoint commits right after the lines are written
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	code, out := runCLI(t, "status", "-c", cfg)
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	if !regexp.MustCompile(`out\s+configmaps\s+[0-9a-f]{12}\s+[1-9][0-9]*\s+-\s+4\s+-`).MatchString(out) {
+		t.Errorf("no status row for the stdout sink with a checkpoint and 4 live keys:\n%s", out)
 	}
 }

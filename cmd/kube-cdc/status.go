@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -26,36 +33,94 @@ func newStatusCmd() *cobra.Command {
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 		defer w.Flush()
 		fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED")
+		var targets []source.Target // resolved once, for the sinks that need them
 		for _, sc := range cfg.Sinks {
-			if sc.Type != config.SinkPostgres {
-				fmt.Fprintf(w, "%s\t(%s sink: checkpoints in its %q store)\t\t\t\t\t\n", sc.Name, sc.Type, sc.Checkpoint.Type)
+			if sc.Type == config.SinkPostgres {
+				if err := postgresStatus(cmd.Context(), w, cfg, sc); err != nil {
+					return err
+				}
 				continue
 			}
-			o := *sc.Postgres
-			o.Migrate = false
-			s, err := postgres.New(cmd.Context(), sc.Name, cfg.Cluster, o, nil)
-			if err != nil {
+			if targets == nil {
+				src, err := connectSource(cfg)
+				if err != nil {
+					return err
+				}
+				if targets, err = source.Resolve(src.clients.Discovery, sourceSpecs(cfg)); err != nil {
+					return err
+				}
+			}
+			if err := storeStatus(cmd.Context(), w, cfg, sc, targets); err != nil {
 				return err
-			}
-			rows, err := s.Status(cmd.Context())
-			s.Close()
-			if err != nil {
-				return fmt.Errorf("sink %s: %w", sc.Name, err)
-			}
-			for _, r := range rows {
-				id := r.Resource
-				if r.Group != "" {
-					id += "." + r.Group
-				}
-				scope := r.Scope
-				if scope == "" {
-					scope = "-"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", r.Sink, id, scope, r.Checkpoint,
-					time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted)
 			}
 		}
 		return nil
 	}
 	return cmd
+}
+
+func scopeColumn(scope string) string {
+	if scope == "" {
+		return "-"
+	}
+	return scope
+}
+
+// postgresStatus reads the sink's own tables: checkpoints with their age, object counts.
+func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink) error {
+	o := *sc.Postgres
+	o.Migrate = false
+	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rows, err := s.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	for _, r := range rows {
+		id := change.Resource{Group: r.Group, Resource: r.Resource}.ID()
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", r.Sink, id, scopeColumn(r.Scope), r.Checkpoint,
+			time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted)
+	}
+	return nil
+}
+
+// storeStatus reads a kafka or stdout sink's checkpoint store: the checkpoint and the
+// number of live keys per configured resource (the store keeps no times or tombstones).
+func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink, targets []source.Target) error {
+	var store checkpoint.Store
+	var err error
+	switch sc.Type {
+	case config.SinkKafka:
+		store, err = kafka.OpenCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint)
+	default:
+		store, err = openStore(ctx, cfg, sc, slog.New(slog.DiscardHandler))
+	}
+	if err != nil {
+		return fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
+	}
+	if store == nil {
+		fmt.Fprintf(w, "%s\t(no checkpoint store: relists at every start)\t\t\t\t\t\n", sc.Name)
+		return nil
+	}
+	defer store.Close()
+	for _, t := range targets {
+		ck, err := store.Load(ctx, sc.Name, t.Resource)
+		if err != nil {
+			return fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
+		}
+		owns, live := t.Owns(), 0
+		if err := store.KeyIndex(ctx, sc.Name, t.Resource, func(k change.Key, _ change.Entry) error {
+			if owns == nil || owns(k) {
+				live++
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t-\t%d\t-\n", sc.Name, t.Resource.ID(), scopeColumn(t.Resource.Scope), ck, live)
+	}
+	return nil
 }
