@@ -19,29 +19,21 @@ import (
 )
 
 func newCheckCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "check",
-		Short: "Check the config, the apiserver, RBAC for every resource and every sink, as a table",
-		Args:  cobra.NoArgs,
-	}
-	file := configFlags(cmd.Flags())
-	offline := cmd.Flags().Bool("offline", false, "only validate the config; connect to nothing")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadConfig(*file, cmd.Flags())
-		if err != nil {
-			return err
-		}
-		t := &table{w: tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)}
-		t.row("config", "ok", fmt.Sprintf("%d resources, %d sinks", len(cfg.Resources), len(cfg.Sinks)))
-		if !*offline {
-			check(cmd.Context(), cfg, t)
-		}
-		t.w.Flush()
-		if t.failed > 0 {
-			return fmt.Errorf("check: %d of %d checks failed", t.failed, t.rows)
-		}
-		return nil
-	}
+	var offline *bool
+	cmd := configCommand("check", "Check the config, the apiserver, RBAC for every resource and every sink, as a table",
+		func(cmd *cobra.Command, cfg *config.Config) error {
+			t := &table{w: tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)}
+			t.row("config", "ok", fmt.Sprintf("%d resources, %d sinks", len(cfg.Resources), len(cfg.Sinks)))
+			if !*offline {
+				check(cmd.Context(), cfg, t)
+			}
+			t.w.Flush()
+			if t.failed > 0 {
+				return fmt.Errorf("check: %d of %d checks failed", t.failed, t.rows)
+			}
+			return nil
+		})
+	offline = cmd.Flags().Bool("offline", false, "only validate the config; connect to nothing")
 	return cmd
 }
 

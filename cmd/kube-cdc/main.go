@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/version"
@@ -45,13 +44,19 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// configFlags adds -c/--config and the config keys' flags to a command.
-func configFlags(fs *pflag.FlagSet) *string {
+// configCommand is a subcommand that loads the config (-c FILE, env, flags) and runs
+// with it.
+func configCommand(use, short string, run func(cmd *cobra.Command, cfg *config.Config) error) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	file := fs.StringP("config", "c", "", "config file (YAML); default: none (built-in defaults, env, flags)")
 	config.RegisterFlags(fs)
-	return file
-}
-
-func loadConfig(file string, fs *pflag.FlagSet) (*config.Config, error) {
-	return config.Load(config.LoadOptions{File: file, Flags: fs})
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := config.Load(config.LoadOptions{File: *file, Flags: fs})
+		if err != nil {
+			return err
+		}
+		return run(cmd, cfg)
+	}
+	return cmd
 }

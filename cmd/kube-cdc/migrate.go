@@ -11,17 +11,7 @@ import (
 )
 
 func newMigrateCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "migrate",
-		Short: "Apply pending schema migrations to every PostgreSQL sink",
-		Args:  cobra.NoArgs,
-	}
-	file := configFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadConfig(*file, cmd.Flags())
-		if err != nil {
-			return err
-		}
+	return configCommand("migrate", "Apply pending schema migrations to every PostgreSQL sink", func(cmd *cobra.Command, cfg *config.Config) error {
 		n := 0
 		for _, s := range cfg.Sinks {
 			if s.Type != config.SinkPostgres {
@@ -42,6 +32,5 @@ func newMigrateCmd() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "no postgres sinks configured: nothing to migrate")
 		}
 		return nil
-	}
-	return cmd
+	})
 }

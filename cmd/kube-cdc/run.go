@@ -21,20 +21,8 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Stream the configured resources into the configured sinks until SIGTERM",
-		Args:  cobra.NoArgs,
-	}
-	file := configFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadConfig(*file, cmd.Flags())
-		if err != nil {
-			return err
-		}
-		return run(cmd.Context(), cfg)
-	}
-	return cmd
+	return configCommand("run", "Stream the configured resources into the configured sinks until SIGTERM",
+		func(cmd *cobra.Command, cfg *config.Config) error { return run(cmd.Context(), cfg) })
 }
 
 func newLogger(cfg *config.Config) *slog.Logger {

@@ -19,17 +19,7 @@ import (
 )
 
 func newStatusCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show, per sink and resource, the checkpoint RV, its age and object counts",
-		Args:  cobra.NoArgs,
-	}
-	file := configFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadConfig(*file, cmd.Flags())
-		if err != nil {
-			return err
-		}
+	return configCommand("status", "Show, per sink and resource, the checkpoint RV, its age and object counts", func(cmd *cobra.Command, cfg *config.Config) error {
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 		defer w.Flush()
 		fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED")
@@ -55,8 +45,7 @@ func newStatusCmd() *cobra.Command {
 			}
 		}
 		return nil
-	}
-	return cmd
+	})
 }
 
 func scopeColumn(scope string) string {

@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 )
 
 // Kafka is a one-broker Kafka-protocol cluster (franz-go's kfake) running in this process
@@ -224,99 +224,20 @@ func (k *Kafka) Writer(topic string) *kafka.Writer {
 }
 
 // ReadAll reads every partition of topic from its start to the high watermark as of the
-// call, ordered by partition then offset.
+// call, ordered by partition then offset (checkpoint.ScanTopic, the reader the Kafka
+// checkpoint store rebuilds its state with).
 func (k *Kafka) ReadAll(ctx context.Context, topic string) ([]kafka.Message, error) {
 	client := &kafka.Client{Addr: kafka.TCP(k.Addr()), Transport: k.Transport(), Timeout: 10 * time.Second}
 	defer client.Transport.(*kafka.Transport).CloseIdleConnections()
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	var out []kafka.Message
+	err := checkpoint.ScanTopic(ctx, client, topic, func(m kafka.Message) error {
+		out = append(out, m)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: metadata: %w", topic, err)
-	}
-	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
-		if len(meta.Topics) == 1 {
-			err = meta.Topics[0].Error
-		}
 		return nil, fmt.Errorf("read %s: %w", topic, err)
 	}
-	var reqs []kafka.OffsetRequest
-	for _, p := range meta.Topics[0].Partitions {
-		reqs = append(reqs, kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
-	}
-	offs, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: list offsets: %w", topic, err)
-	}
-	parts := offs.Topics[topic]
-	sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
-	var out []kafka.Message
-	for _, p := range parts {
-		if p.Error != nil {
-			return nil, fmt.Errorf("read %s/%d: list offsets: %w", topic, p.Partition, p.Error)
-		}
-		for off := p.FirstOffset; off < p.LastOffset; {
-			res, err := client.Fetch(ctx, &kafka.FetchRequest{
-				Topic: topic, Partition: p.Partition, Offset: off,
-				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
-			})
-			if err == nil {
-				err = res.Error
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read %s/%d at %d: %w", topic, p.Partition, off, err)
-			}
-			next := off
-			for {
-				r, err := res.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					return nil, fmt.Errorf("read %s/%d at %d: %w", topic, p.Partition, off, err)
-				}
-				if r.Offset < off || r.Offset >= p.LastOffset {
-					continue
-				}
-				m := kafka.Message{Topic: topic, Partition: p.Partition, Offset: r.Offset, Time: r.Time, HighWaterMark: res.HighWatermark}
-				if m.Key, err = readBytes(r.Key); err == nil {
-					m.Value, err = readBytes(r.Value)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("read %s/%d at %d: %w", topic, p.Partition, r.Offset, err)
-				}
-				for _, h := range r.Headers {
-					m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
-				}
-				out = append(out, m)
-				next = r.Offset + 1
-			}
-			if next == off {
-				// Compaction can leave gaps; nothing more below the watermark means done.
-				if res.HighWatermark <= off {
-					break
-				}
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				// An empty answer below the watermark: the records at off were compacted
-				// away but the batch holding later ones starts further on. Step over it.
-				off++
-				continue
-			}
-			off = next
-		}
-	}
 	return out, nil
-}
-
-// readBytes returns b's content, nil for a null key or value.
-func readBytes(b kafka.Bytes) ([]byte, error) {
-	if b == nil {
-		return nil, nil
-	}
-	defer b.Close()
-	out := make([]byte, b.Len())
-	_, err := io.ReadFull(b, out)
-	return out, err
 }
 
 // Cluster is the running kfake cluster, for tests that inject broker behaviour with its
