@@ -67,7 +67,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.Metrics.Address != "" {
-		g.Go(func() error { return metrics.Serve(gctx, cfg.Metrics.Address, m, ready, log) })
+		g.Go(func() error { return metrics.Serve(gctx, cfg.Metrics.Address, m, ready, cfg.Metrics.Pprof, log) })
 	}
 	stream := func(gctx context.Context) error {
 		sinks, closeSinks, err := openSinks(gctx, cfg, log)

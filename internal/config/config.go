@@ -98,6 +98,8 @@ type StdoutOptions struct{}
 type Metrics struct {
 	// Address to listen on. Default ":9090"; "" disables the endpoint.
 	Address string `koanf:"address"`
+	// Pprof also serves Go's /debug/pprof/ profiles on that address. Default false.
+	Pprof bool `koanf:"pprof"`
 }
 
 // Log configures logging.

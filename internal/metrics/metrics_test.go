@@ -122,7 +122,7 @@ func TestANilMetricsIsANoOp(t *testing.T) {
 		t.Errorf("nil Metrics serves %q", text)
 	}
 	rec := httptest.NewRecorder()
-	Mux(nil, nil).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	Mux(nil, nil, false).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 200 {
 		t.Errorf("/readyz with nil ready: %d", rec.Code)
 	}
@@ -170,7 +170,7 @@ func TestServeHealthzReadyzAndShutdown(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, addr, m, ready, nil) }()
+	go func() { done <- Serve(ctx, addr, m, ready, false, nil) }()
 
 	base := "http://" + addr
 	deadline := time.Now().Add(5 * time.Second)
@@ -216,7 +216,7 @@ func TestServeHealthzReadyzAndShutdown(t *testing.T) {
 func TestServeWithoutAnAddressWaitsForTheContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, "", New(), nil, nil) }()
+	go func() { done <- Serve(ctx, "", New(), nil, false, nil) }()
 	select {
 	case err := <-done:
 		t.Fatalf("returned %v before ctx ended", err)
@@ -234,8 +234,18 @@ func TestServeReportsABusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	err = Serve(t.Context(), ln.Addr().String(), New(), nil, nil)
+	err = Serve(t.Context(), ln.Addr().String(), New(), nil, false, nil)
 	if err == nil || !strings.Contains(err.Error(), "metrics: listen on") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestProfilesAreServedOnlyWhenAskedFor(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		Mux(New(), nil, on).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/goroutine?debug=1", nil))
+		if got := rec.Code == 200 && strings.Contains(rec.Body.String(), "goroutine profile"); got != on {
+			t.Errorf("profiling %v: /debug/pprof/goroutine answered %d", on, rec.Code)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -17,9 +18,17 @@ const shutdownTimeout = 5 * time.Second
 
 // Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
 // runs) and /readyz (503 with ready's error until it returns nil, then 200 "ok"). A nil
-// ready is always ready.
-func Mux(m *Metrics, ready func() error) http.Handler {
+// ready is always ready. With profiling on (config metrics.pprof), also Go's
+// /debug/pprof/ endpoints.
+func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -39,11 +48,11 @@ func Mux(m *Metrics, ready func() error) http.Handler {
 	return mux
 }
 
-// Serve serves Mux(m, ready) on addr until ctx ends, then shuts down gracefully and
+// Serve serves Mux(m, ready, profiling) on addr until ctx ends, then shuts down gracefully and
 // returns nil. An addr of "" disables the endpoint: Serve then only waits for ctx, so it
 // keeps the blocking Start(ctx) shape either way. A listener that cannot be opened is an
 // error at once.
-func Serve(ctx context.Context, addr string, m *Metrics, ready func() error, log *slog.Logger) error {
+func Serve(ctx context.Context, addr string, m *Metrics, ready func() error, profiling bool, log *slog.Logger) error {
 	if addr == "" {
 		<-ctx.Done()
 		return nil
@@ -56,7 +65,7 @@ func Serve(ctx context.Context, addr string, m *Metrics, ready func() error, log
 		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{
-		Handler:           Mux(m, ready),
+		Handler:           Mux(m, ready, profiling),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
