@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -18,6 +19,12 @@ import (
 )
 
 func main() {
+	if os.Getenv("GOGC") == "" {
+		// The live heap is small (no object cache) while every change allocates its
+		// object a few times over: collecting at 4× the live heap instead of 2× halves
+		// the GC's share of the CPU for a few MiB more. GOGC and GOMEMLIMIT still rule.
+		debug.SetGCPercent(400)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
