@@ -14,9 +14,11 @@
 // ratios (b.ReportMetric, plus one log line saying MET or MISSED). Results and analysis
 // are recorded in docs/benchmarks.md.
 //
-// BenchmarkInitialSyncPostgres — 20k ConfigMaps into an empty database, run twice: against
-// testenv's PostgreSQL (fsync=off, synchronous_commit=off) and against a second, durable
-// PostgreSQL with production defaults (durable_postgres_test.go).
+// BenchmarkInitialSyncPostgres — 20k ConfigMaps into an empty database, run three times:
+// against testenv's PostgreSQL (fsync=off, synchronous_commit=off), against a second,
+// durable PostgreSQL with production defaults (durable_postgres_test.go), and against that
+// durable one behind a proxy adding 0.5 ms each way (delay_proxy_test.go): a database 1 ms
+// of round trip away, as a managed database in the same zone is.
 //   - kube-cdc: the built binary; wall time from process start until the configmaps
 //     checkpoint row exists and objects holds every object; CPU seconds from its rusage
 //     after SIGTERM (start-up and shutdown included).
