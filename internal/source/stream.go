@@ -91,9 +91,18 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 			s.observe(func(o Observer) { o.Gone(id) })
 			log.Info("watch history expired (410 Gone); relisting", "resourceVersion", next.String())
 			rv = 0
-		case err != nil:
+		case retry.IsTerminal(err) || errors.Is(err, errEmit):
 			return err
+		case err != nil:
+			// Anything else the watch reports heals by itself: watch again from where it
+			// stopped, after a backoff.
+			d := s.Backoff.Delay(failures)
+			failures++
+			log.Warn("watch failed; retrying", "in", d.Round(time.Millisecond).String(), "error", err)
+			sleep(ctx, d)
+			rv = next
 		default:
+			failures = 0
 			rv = next
 		}
 	}

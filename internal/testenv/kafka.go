@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/kafkascan"
 )
 
 // Kafka is a one-broker Kafka-protocol cluster (franz-go's kfake) running in this process
@@ -224,13 +224,13 @@ func (k *Kafka) Writer(topic string) *kafka.Writer {
 }
 
 // ReadAll reads every partition of topic from its start to the high watermark as of the
-// call, ordered by partition then offset (checkpoint.ScanTopic, the reader the Kafka
+// call, ordered by partition then offset (kafkascan.Topic, the reader the Kafka
 // checkpoint store rebuilds its state with).
 func (k *Kafka) ReadAll(ctx context.Context, topic string) ([]kafka.Message, error) {
 	client := &kafka.Client{Addr: kafka.TCP(k.Addr()), Transport: k.Transport(), Timeout: 10 * time.Second}
 	defer client.Transport.(*kafka.Transport).CloseIdleConnections()
 	var out []kafka.Message
-	err := checkpoint.ScanTopic(ctx, client, topic, func(m kafka.Message) error {
+	err := kafkascan.Topic(ctx, client, topic, func(m kafka.Message) error {
 		out = append(out, m)
 		return nil
 	})

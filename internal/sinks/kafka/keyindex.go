@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/kafkascan"
 )
 
 // OpenCheckpoint opens the checkpoint store cp selects for a Kafka sink with these
@@ -50,7 +51,7 @@ func TopicKeyIndex(client *kafka.Client, cluster, topicTemplate string) checkpoi
 		topic := TopicName(topicTemplate, cluster, res)
 		id := res.ID()
 		index := map[string]change.Entry{}
-		err := checkpoint.ScanTopic(ctx, client, topic, func(m kafka.Message) error {
+		err := kafkascan.Topic(ctx, client, topic, func(m kafka.Message) error {
 			var op, rvs, resource string
 			for _, h := range m.Headers {
 				switch h.Key {
