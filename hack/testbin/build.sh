@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# The sum database does not always know k8s.io/kubernetes tags; go.sum pins its hash anyway.
+export GONOSUMDB=${GONOSUMDB:-k8s.io/kubernetes}
+
 k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 dir=${KUBE_CDC_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-cdc/testbin/kube-apiserver-${k8s}_etcd-${etcd}}
@@ -24,8 +27,6 @@ if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
   exit 0
 fi
 
-# The sum database does not always know k8s.io/kubernetes tags; go.sum pins its hash anyway.
-export GONOSUMDB=${GONOSUMDB:-k8s.io/kubernetes}
 export CGO_ENABLED=0
 
 if [ ! -x "$dir/etcd" ]; then
