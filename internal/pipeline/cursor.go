@@ -14,6 +14,11 @@ import (
 
 // cursor is one sink's position in one resource's stream: it turns events into batches,
 // reconciles relists against the sink's key index, writes, and checkpoints.
+//
+// Writes are double-buffered: one batch is written (in its own goroutine) while the next
+// one fills, so reading the next LIST page or watch events overlaps the sink's write.
+// Batches still reach the sink one at a time, in order: a batch is handed over only after
+// the one before it was acknowledged.
 type cursor struct {
 	p        *Pipeline
 	sink     Sink
@@ -22,8 +27,10 @@ type cursor struct {
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
-	committed change.RV // durable in the sink
-	pending   change.RV // what the next batch will checkpoint
+	committed change.RV  // durable in the sink; written by the write goroutine, read after wait
+	sent      change.RV  // the checkpoint of the last batch handed to a write
+	pending   change.RV  // what the next batch will checkpoint
+	inflight  chan error // the write under way, or nil
 	batch     []change.Change
 	bytes     int
 	first     time.Time // arrival of the oldest unwritten change, or zero
@@ -37,7 +44,7 @@ type cursor struct {
 }
 
 func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Context) *cursor {
-	c := &cursor{p: p, sink: s, res: t.Resource, owns: t.Owns, committed: ck, pending: ck, writeCtx: writeCtx,
+	c := &cursor{p: p, sink: s, res: t.Resource, owns: t.Owns, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx,
 		log: p.opts.Log.With("sink", s.Name(), "resource", t.Resource.ID())}
 	c.synced.Store(ck > 0)
 	return c
@@ -49,8 +56,7 @@ func (c *cursor) run(q <-chan source.Event) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		var ev source.Event
-		var ok bool
+		var timerC <-chan time.Time
 		if c.dirty() {
 			wait := c.p.opts.MaxWait - time.Since(c.first)
 			if wait <= 0 && len(q) == 0 {
@@ -60,20 +66,31 @@ func (c *cursor) run(q <-chan source.Event) error {
 				continue
 			}
 			timer.Reset(max(wait, 0))
-			select {
-			case ev, ok = <-q:
-				timer.Stop()
-			case <-timer.C:
-				if err := c.flush(); err != nil {
-					return err
-				}
-				continue
+			timerC = timer.C
+		}
+		var ev source.Event
+		var ok bool
+		select {
+		case ev, ok = <-q:
+			timer.Stop()
+		case <-timerC:
+			if err := c.flush(); err != nil {
+				return err
 			}
-		} else {
-			ev, ok = <-q
+			continue
+		case err := <-c.inflight: // nil, and never ready, when no write is under way
+			timer.Stop()
+			c.inflight = nil
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		if !ok {
-			return c.flush()
+			if err := c.flush(); err != nil {
+				return err
+			}
+			return c.wait()
 		}
 		if err := c.handle(ev); err != nil {
 			return err
@@ -86,7 +103,7 @@ func (c *cursor) run(q <-chan source.Event) error {
 	}
 }
 
-func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.committed }
+func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.sent }
 
 func (c *cursor) add(ch change.Change) {
 	if len(c.batch) == 0 {
@@ -112,7 +129,11 @@ func (c *cursor) handle(ev source.Event) error {
 			c.pending = ev.RV
 		}
 	case source.RelistBegin:
+		// The key index must include everything written so far.
 		if err := c.flush(); err != nil {
+			return err
+		}
+		if err := c.wait(); err != nil {
 			return err
 		}
 		return c.loadIndex()
@@ -179,15 +200,42 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	}
 }
 
-// flush writes the batch and its checkpoint, retrying retryable failures until it
-// succeeds or the write context ends.
+// flush hands the batch and its checkpoint to a write, once the write before it (if any)
+// has finished; its error, if any, is returned here or by the next wait.
 func (c *cursor) flush() error {
 	if !c.dirty() {
 		return nil
 	}
-	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending}
+	if err := c.wait(); err != nil {
+		return err
+	}
 	// Until a relist ends, its batches keep the old checkpoint (pending does not move
 	// during a relist): a crash part-way relists again.
+	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending}
+	relisting := c.index != nil
+	c.sent = c.pending
+	c.batch = make([]change.Change, 0, min(cap(c.batch), c.p.opts.BatchSize))
+	c.bytes = 0
+	c.first = time.Time{}
+	done := make(chan error, 1)
+	c.inflight = done
+	go func() { done <- c.write(b, relisting) }()
+	return nil
+}
+
+// wait waits for the write under way, if any, and returns its error.
+func (c *cursor) wait() error {
+	if c.inflight == nil {
+		return nil
+	}
+	err := <-c.inflight
+	c.inflight = nil
+	return err
+}
+
+// write writes b, retrying retryable failures until it succeeds or the write context
+// ends, then records the new checkpoint. It runs in its own goroutine (see flush).
+func (c *cursor) write(b change.Batch, relisting bool) error {
 	start := time.Now()
 	m := c.p.opts.Metrics
 	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "write batch", func(ctx context.Context) error {
@@ -228,13 +276,10 @@ func (c *cursor) flush() error {
 			m.Changes(sink, res, string(op), counts[i])
 		}
 	}
-	c.committed = c.pending
-	if c.committed > 0 && c.index == nil {
+	c.committed = b.Checkpoint
+	if c.committed > 0 && !relisting {
 		c.synced.Store(true)
 		m.Checkpoint(sink, res, uint64(c.committed), now)
 	}
-	c.batch = make([]change.Change, 0, min(cap(c.batch), c.p.opts.BatchSize))
-	c.bytes = 0
-	c.first = time.Time{}
 	return nil
 }

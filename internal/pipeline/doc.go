@@ -18,7 +18,8 @@
 //     unchanged objects emit nothing, changed ones an upsert, and keys the sink holds that
 //     the list lacks an inferred delete at the LIST's RV.
 //   - Batches are cut by count, bytes, or MaxWait after their first change: low latency
-//     when quiet, large batches under load. A stream's own events (bookmarks) advance the
+//     when quiet, large batches under load. One batch is written while the next fills
+//     (never two writes at once), so reading overlaps writing. A stream's own events (bookmarks) advance the
 //     checkpoint without data.
 //   - On shutdown (ctx done) the stream stops, every queued event is written, and the
 //     checkpoints committed, within FlushTimeout — unless Options.Abandon says the cause
