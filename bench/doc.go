@@ -22,8 +22,11 @@
 //   - kube-cdc: the built binary; wall time from process start until the configmaps
 //     checkpoint row exists and objects holds every object; CPU seconds from its rusage
 //     after SIGTERM (start-up and shutdown included).
-//   - baseline A: a bare paged LIST (limit 500, gzip off, raw JSON) plus one pgx CopyFrom
-//     of (namespace, name, uid, rv, object) into a fresh table. Target kube-cdc/A ≤ 1.5.
+//   - baseline A: a bare paged LIST (limit 500, gzip off, raw JSON) plus a bare pgx
+//     CopyFrom of the same rows kube-cdc persists per object: one into a plain objects
+//     table and one into a plain changes table (no upsert, no staging, no conflict
+//     handling). Target kube-cdc/A ≤ 1.5. A_one_table_s (the first COPY only) is reported
+//     too, for comparison with a one-table load.
 //   - baseline B: a typed SharedInformerFactory whose handler does one autocommit
 //     INSERT … ON CONFLICT per event on one connection, as its own process (so its rusage
 //     is its own); wall from process start until 20k upserts. Targets B/kube-cdc ≥ 10 and
