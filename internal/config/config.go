@@ -65,7 +65,7 @@ type Pipeline struct {
 	BatchSize  int           `koanf:"batchSize"`  // changes per batch, default 5000 (batchBytes usually cuts relist batches first)
 	BatchBytes int           `koanf:"batchBytes"` // object bytes per batch, default 4 MiB
 	MaxWait    time.Duration `koanf:"maxWait"`    // how long a partial batch waits, default 10ms
-	Buffer     int           `koanf:"buffer"`     // events queued between source and sinks, default 1024 (about a batch: reading overlaps writing without holding MiBs of objects)
+	Buffer     int           `koanf:"buffer"`     // events queued between source and sinks, default 256 (writes are double-buffered, so a short queue suffices)
 	// DetachAfter: with several sinks, one whose queue stays full this long is detached
 	// from the shared stream and catches up later from its own checkpoint. Default 10s.
 	DetachAfter time.Duration `koanf:"detachAfter"`

@@ -52,7 +52,7 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 		Cluster:    "default",
 		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500},
 		Transforms: Transforms{RedactSecrets: true},
-		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 10 * time.Millisecond, Buffer: 1024, DetachAfter: 10 * time.Second},
+		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 10 * time.Millisecond, Buffer: 256, DetachAfter: 10 * time.Second},
 		Metrics:    Metrics{Address: ":9090"},
 		Log:        Log{Level: "info", Format: "text"},
 		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,

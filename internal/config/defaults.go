@@ -20,7 +20,7 @@ func defaults() map[string]any {
 		"pipeline.batchSize":           5000,
 		"pipeline.batchBytes":          4 << 20,
 		"pipeline.maxWait":             10 * time.Millisecond,
-		"pipeline.buffer":              1024,
+		"pipeline.buffer":              256,
 		"pipeline.detachAfter":         10 * time.Second,
 		"metrics.address":              ":9090",
 		"log.level":                    "info",

@@ -48,7 +48,7 @@ type Options struct {
 	BatchSize    int           // changes per batch; default 5000 (BatchBytes usually cuts relist batches first)
 	BatchBytes   int           // object bytes per batch; default 4 MiB
 	MaxWait      time.Duration // longest a change waits for its batch to fill; default 10ms
-	Buffer       int           // events queued per sink; default 1024
+	Buffer       int           // events queued per sink; default 256
 	DetachAfter  time.Duration // a full queue this long detaches its sink (several sinks only); default 10s
 	FlushTimeout time.Duration // final flush after ctx ends; default 10s
 	// Abandon, given the cause of ctx's end, says whether to drop what is queued and
@@ -71,7 +71,7 @@ func (o *Options) defaults() {
 		o.MaxWait = 10 * time.Millisecond
 	}
 	if o.Buffer <= 0 {
-		o.Buffer = 1024
+		o.Buffer = 256
 	}
 	if o.DetachAfter <= 0 {
 		o.DetachAfter = 10 * time.Second
