@@ -69,10 +69,8 @@ func mainWithServers(m *testing.M) int {
 	daemonBin = filepath.Join(binDir, "kube-cdc")
 	informBin = filepath.Join(binDir, "informerbaseline")
 	for out, pkg := range map[string]string{daemonBin: "./cmd/kube-cdc", informBin: "./bench/internal/informerbaseline"} {
-		build := exec.Command("go", "build", "-o", out, pkg)
-		build.Dir = testenv.RepoRoot()
-		if b, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+		if err := testenv.GoBuild(out, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}

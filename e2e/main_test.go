@@ -42,14 +42,12 @@ func mainWithServers(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "kube-cdc")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/kube-cdc")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build kube-cdc: %v\n%s", err, out)
+	if err := testenv.GoBuild(binary, "./cmd/kube-cdc"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// Compaction every few seconds keeps etcd's history short, like a busy production
-	// cluster's; ExpireHistory forces it when a test needs it.
+	// The apiserver's defaults (history kept ~5 min); tests that need the history gone
+	// call ExpireHistory.
 	if kube, err = testenv.StartKube(ctx, testenv.KubeOptions{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -59,3 +59,14 @@ func Tail(path string, n int) string {
 	}
 	return fmt.Sprintf("--- last %d lines of %s ---\n%s", len(lines), path, bytes.Join(lines, []byte("\n")))
 }
+
+// GoBuild builds the package pkg (a path relative to the repository root, such as
+// "./cmd/kube-cdc") into the file out, for tests that run kube-cdc's own binaries.
+func GoBuild(out, pkg string) error {
+	build := exec.Command("go", "build", "-o", out, pkg)
+	build.Dir = RepoRoot()
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
