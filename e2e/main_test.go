@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -183,7 +185,8 @@ func namespace(t *testing.T, suffix string) string {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	name = strings.Trim(name, "-") + "-" + suffix
+	// A random tail keeps names unique when the package runs more than once (-count).
+	name = strings.Trim(name, "-") + "-" + suffix + "-" + strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36)
 	_, err := kube.Clientset().CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
