@@ -107,11 +107,7 @@ func TestARestartWithinTheHistoryWindowResumesWithoutAListAndMissesNothing(t *te
 	dsn := pg.NewDatabase(t)
 	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "")
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
-	for i := range 10 {
-		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), map[string]string{"v": "0"}), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ns, 0, 10, map[string]string{"v": "0"})
 	d := start(t, "run", "-c", cfg)
 	converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, ns) })
 	if code := d.stop(syscall.SIGTERM); code != 0 {

@@ -77,11 +77,7 @@ func TestCheckPrintsATableAndFailsWhenRBACForbidsAResource(t *testing.T) {
 func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "st")
-	for i := range 3 {
-		if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ns, 0, 3, nil)
 	if err := kube.Clientset().CoreV1().ConfigMaps(ns).Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,13 +107,8 @@ func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
 }
 
 func TestStatusReadsTheCheckpointStoreOfAStdoutSink(t *testing.T) {
-	ctx := context.Background()
 	ns := namespace(t, "sf")
-	for i := range 4 {
-		if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ns, 0, 4, nil)
 	state := filepath.Join(t.TempDir(), "state.db")
 	cfg := writeConfig(t, fmt.Sprintf(`cluster: e2e
 kubernetes: {kubeconfig: %q}

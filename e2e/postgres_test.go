@@ -18,6 +18,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// createConfigMaps creates ConfigMaps cm-from … cm-(to-1) in ns with data.
+func createConfigMaps(t *testing.T, ns string, from, to int, data map[string]string) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(context.Background(), configMap(ns, "cm-"+strconv.Itoa(i), data), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "e2e"}}, Data: data}
 }

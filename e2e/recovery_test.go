@@ -19,11 +19,7 @@ func TestARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *tes
 	dsn := pg.NewDatabase(t)
 	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "")
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
-	for i := range 20 {
-		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), map[string]string{"v": "0"}), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ns, 0, 20, map[string]string{"v": "0"})
 	d := start(t, "run", "-c", cfg)
 	converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, ns) })
 	if code := d.stop(syscall.SIGTERM); code != 0 {
@@ -249,21 +245,13 @@ func TestAnAPIServerRestartMidStreamIsSurvivedWithARelistAndNoDuplicates(t *test
 	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
 	waitSynced(t, dsn)
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
-	for i := range 20 {
-		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ns, 0, 20, nil)
 	// The restarted apiserver's watch cache starts at etcd's current revision: kube-cdc's
 	// watch closes, its re-watch from the last RV gets 410 Gone, and it relists.
 	if err := kube.RestartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := 20; i < 30; i++ {
-		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, ns, 20, 30, nil)
 	if err := cms.Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
