@@ -97,7 +97,7 @@ func startInProcess(b *testing.B, dsn string, namespaces []string) *inProcess {
 	p := pipeline.New(pipeline.Options{Cluster: "bench", Log: log}, []pipeline.Sink{sink}, []pipeline.Target{{
 		Resource: t.Resource,
 		NewStream: func() pipeline.Streamer {
-			return &source.Stream{Clients: clients, Target: t, Cluster: "bench", Transform: &source.Transform{RedactSecrets: true}, Log: log}
+			return &source.Stream{Clients: clients, Target: t, Transform: &source.Transform{RedactSecrets: true}, Log: log}
 		},
 	}})
 	ip := &inProcess{cancel: cancel, done: make(chan error, 1)}

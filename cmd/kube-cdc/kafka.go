@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
@@ -12,13 +11,10 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 )
 
-// openStore opens the checkpoint store of a stdout sink; nil for type none (the sink then
+// openStore opens the checkpoint store of a stdout sink (with type none, the default, it
 // relists and emits a snapshot at every start).
-func openStore(ctx context.Context, cfg *config.Config, sc config.Sink, _ *slog.Logger) (checkpoint.Store, error) {
-	if sc.Checkpoint.Type == "" || strings.EqualFold(sc.Checkpoint.Type, "none") {
-		return nil, nil
-	}
-	st, err := checkpoint.Open(ctx, sc.Checkpoint, checkpoint.Env{Cluster: cfg.Cluster})
+func openStore(sc config.Sink) (checkpoint.Store, error) {
+	st, err := checkpoint.Open(sc.Checkpoint)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err)
 	}

@@ -128,7 +128,6 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Targe
 			return &source.Stream{
 				Clients:   src.clients,
 				Target:    t,
-				Cluster:   cfg.Cluster,
 				PageSize:  cfg.Kubernetes.PageSize,
 				Transform: tr,
 				Log:       log,

@@ -39,11 +39,11 @@ func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog
 	case config.SinkPostgres:
 		return postgres.New(ctx, sc.Name, cfg.Cluster, *sc.Postgres, log)
 	case config.SinkStdout:
-		store, err := openStore(ctx, cfg, sc, log)
+		store, err := openStore(sc)
 		if err != nil {
 			return nil, err
 		}
-		return stdout.New(sc.Name, cfg.Cluster, os.Stdout, store), nil
+		return stdout.New(sc.Name, os.Stdout, store), nil
 	case config.SinkKafka:
 		return openKafka(ctx, cfg, sc, log)
 	}

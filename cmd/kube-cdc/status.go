@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -85,12 +84,12 @@ func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config
 	case config.SinkKafka:
 		store, err = kafka.OpenCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint)
 	default:
-		store, err = openStore(ctx, cfg, sc, slog.New(slog.DiscardHandler))
+		store, err = openStore(sc)
 	}
 	if err != nil {
 		return fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
 	}
-	if store == nil {
+	if store == (checkpoint.None{}) {
 		fmt.Fprintf(w, "%s\t(no checkpoint store: relists at every start)\t\t\t\t\t\n", sc.Name)
 		return nil
 	}

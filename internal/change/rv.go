@@ -1,7 +1,9 @@
 package change
 
 import (
+	"database/sql/driver"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -28,4 +30,42 @@ func (r RV) String() string {
 		return ""
 	}
 	return strconv.FormatUint(uint64(r), 10)
+}
+
+// Scan implements sql.Scanner (like pgx's LSN), so sinks read a bigint column straight
+// into an RV: NULL scans as zero.
+func (r *RV) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*r = 0
+	case int64:
+		if v < 0 {
+			return fmt.Errorf("resourceVersion %d is negative", v)
+		}
+		*r = RV(v)
+	case string:
+		rv, err := ParseRV(v)
+		if err != nil {
+			return err
+		}
+		*r = rv
+	case []byte:
+		rv, err := ParseRV(string(v))
+		if err != nil {
+			return err
+		}
+		*r = rv
+	default:
+		return fmt.Errorf("cannot scan %T into a resourceVersion", src)
+	}
+	return nil
+}
+
+// Value implements driver.Valuer: an RV is stored as a bigint. RVs above the largest
+// bigint (which no etcd revision reaches) are an error rather than a wrapped negative.
+func (r RV) Value() (driver.Value, error) {
+	if r > math.MaxInt64 {
+		return nil, fmt.Errorf("resourceVersion %d does not fit a bigint", uint64(r))
+	}
+	return int64(r), nil
 }

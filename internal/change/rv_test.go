@@ -36,3 +36,27 @@ func TestKeyStringOmitsTheNamespaceOfClusterScopedObjects(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestRVScansAndValuesAsABigint(t *testing.T) {
+	for _, src := range []any{int64(42), "42", []byte("42")} {
+		var r RV
+		if err := r.Scan(src); err != nil || r != 42 {
+			t.Errorf("Scan(%#v) = %v, %v; want 42", src, r, err)
+		}
+	}
+	var r RV = 7
+	if err := r.Scan(nil); err != nil || r != 0 {
+		t.Errorf("Scan(nil) = %v, %v; want 0", r, err)
+	}
+	for _, src := range []any{int64(-1), "x", 3.5} {
+		if err := r.Scan(src); err == nil {
+			t.Errorf("Scan(%#v) succeeded", src)
+		}
+	}
+	if v, err := RV(42).Value(); err != nil || v != int64(42) {
+		t.Errorf("Value = %#v, %v", v, err)
+	}
+	if _, err := RV(1 << 63).Value(); err == nil {
+		t.Error("Value of an RV above MaxInt64 succeeded")
+	}
+}

@@ -2,57 +2,43 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
-// Defaults of Options.
+// Store types this package opens. A sink's own technology may offer more (the Kafka
+// sink's "kafka" store lives in internal/sinks/kafka).
 const (
-	DefaultPath  = "kube-cdc-state.db"
-	DefaultTopic = "kube-cdc.offsets.{cluster}"
+	TypeFile = "file"
+	TypeNone = "none"
 )
 
-// Env is what Open needs besides Options.
-type Env struct {
-	Cluster string
-	// Kafka is required for Type kafka: the serving sink's brokers, transport and key index.
-	Kafka *KafkaConfig
-}
+// DefaultPath is Options.Path's default.
+const DefaultPath = "kube-cdc-state.db"
 
-// Open opens the store opts selects: file (the default when Type is empty), kafka or none.
-func Open(ctx context.Context, opts Options, env Env) (Store, error) {
+// Open opens the store opts selects: file or none. An empty Type is an error: each sink
+// package names its default (stdout: none, kafka: file) and the config layer fills it in,
+// so that an empty type never means two things.
+func Open(opts Options) (Store, error) {
 	switch strings.ToLower(opts.Type) {
-	case "", "file":
+	case TypeFile:
 		path := opts.Path
 		if path == "" {
 			path = DefaultPath
 		}
 		return OpenFile(path)
-	case "kafka":
-		if env.Kafka == nil {
-			return nil, errors.New("checkpoint.type kafka is only available to kafka sinks")
-		}
-		topic := opts.Topic
-		if topic == "" {
-			topic = DefaultTopic
-		}
-		topic = strings.ReplaceAll(topic, "{cluster}", env.Cluster)
-		cfg := *env.Kafka
-		if cfg.Cluster == "" {
-			cfg.Cluster = env.Cluster
-		}
-		return OpenKafka(ctx, topic, cfg)
-	case "none":
+	case TypeNone:
 		return None{}, nil
+	case "":
+		return nil, fmt.Errorf("checkpoint.type is empty (want %s or %s)", TypeFile, TypeNone)
 	}
-	return nil, fmt.Errorf("checkpoint.type %q is not one of file, kafka, none", opts.Type)
+	return nil, fmt.Errorf("checkpoint.type %q is not one this sink can use (%s, %s)", opts.Type, TypeFile, TypeNone)
 }
 
 // None remembers nothing: every start is a fresh relist and snapshot (the stdout sink's
-// default).
+// default). It is the one "no store" value; sinks never hold a nil Store.
 type None struct{}
 
 func (None) Load(context.Context, string, change.Resource) (change.RV, error) { return 0, nil }

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
 const namespace = "kube_cdc"
@@ -164,7 +166,7 @@ func (m *Metrics) SinkError(sink, class string) {
 }
 
 // Checkpoint records that sink's checkpoint for resource advanced to rv at the given time.
-func (m *Metrics) Checkpoint(sink, resource string, rv uint64, at time.Time) {
+func (m *Metrics) Checkpoint(sink, resource string, rv change.RV, at time.Time) {
 	if m == nil {
 		return
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
 // cursor is one sink's position in one resource's stream: it turns events into batches,
@@ -51,14 +50,15 @@ func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Con
 }
 
 // run consumes q until it is closed, then writes what is left.
-func (c *cursor) run(q <-chan source.Event) error {
+func (c *cursor) run(q <-chan change.Event) error {
 	c.index = nil // a relist cut short by a detach starts over on the next stream
-	timer := time.NewTimer(time.Hour)
+	clk := c.p.opts.Clock
+	timer := clk.NewTimer(time.Hour)
 	timer.Stop()
 	for {
 		var timerC <-chan time.Time
 		if c.dirty() {
-			wait := c.p.opts.MaxWait - time.Since(c.first)
+			wait := c.p.opts.MaxWait - clk.Since(c.first)
 			if wait <= 0 && len(q) == 0 {
 				if err := c.flush(); err != nil {
 					return err
@@ -66,9 +66,9 @@ func (c *cursor) run(q <-chan source.Event) error {
 				continue
 			}
 			timer.Reset(max(wait, 0))
-			timerC = timer.C
+			timerC = timer.C()
 		}
-		var ev source.Event
+		var ev change.Event
 		var ok bool
 		select {
 		case ev, ok = <-q:
@@ -105,30 +105,33 @@ func (c *cursor) run(q <-chan source.Event) error {
 
 func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.sent }
 
+// add appends ch to the batch. Every change a sink sees passes here, so this is where
+// the cluster name is stamped.
 func (c *cursor) add(ch change.Change) {
+	ch.Cluster = c.p.opts.Cluster
 	if len(c.batch) == 0 {
-		c.first = time.Now()
+		c.first = c.p.opts.Clock.Now()
 	}
 	c.batch = append(c.batch, ch)
 	c.bytes += len(ch.Object)
 }
 
-func (c *cursor) handle(ev source.Event) error {
+func (c *cursor) handle(ev change.Event) error {
 	switch ev.Type {
-	case source.Changed:
+	case change.Changed:
 		if ev.Change.RV <= c.pending {
 			return nil // the sink has it: it was ahead of the shared stream
 		}
 		c.add(ev.Change)
 		c.pending = ev.Change.RV
-	case source.Progress:
+	case change.Progress:
 		if ev.RV > c.pending {
 			if len(c.batch) == 0 {
-				c.first = time.Now()
+				c.first = c.p.opts.Clock.Now()
 			}
 			c.pending = ev.RV
 		}
-	case source.RelistBegin:
+	case change.RelistBegin:
 		// The key index must include everything written so far.
 		if err := c.flush(); err != nil {
 			return err
@@ -137,9 +140,9 @@ func (c *cursor) handle(ev source.Event) error {
 			return err
 		}
 		return c.loadIndex()
-	case source.Listed:
+	case change.Listed:
 		c.reconcile(ev.Change)
-	case source.RelistEnd:
+	case change.RelistEnd:
 		c.reconcileEnd(ev.RV)
 		return c.flush()
 	}
@@ -189,9 +192,9 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	if c.index == nil {
 		return
 	}
-	now := time.Now()
+	now := c.p.opts.Clock.Now()
 	for k, e := range c.index {
-		c.add(change.Change{Cluster: c.p.opts.Cluster, Resource: c.res, Key: k, UID: e.UID, RV: listRV,
+		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: listRV,
 			Op: change.OpDelete, Inferred: true, ObservedAt: now})
 	}
 	c.index = nil
@@ -219,7 +222,7 @@ func (c *cursor) flush() error {
 	c.first = time.Time{}
 	done := make(chan error, 1)
 	c.inflight = done
-	go func() { done <- c.write(b, relisting) }()
+	go func() { done <- c.write(c.prepare(b), b, relisting) }()
 	return nil
 }
 
@@ -233,13 +236,23 @@ func (c *cursor) wait() error {
 	return err
 }
 
-// write writes b, retrying retryable failures until it succeeds or the write context
-// ends, then records the new checkpoint. It runs in its own goroutine (see flush).
-func (c *cursor) write(b change.Batch, relisting bool) error {
-	start := time.Now()
+// prepare encodes b once, before any retry, when the sink can (Preparer).
+func (c *cursor) prepare(b change.Batch) func(context.Context) error {
+	if p, ok := c.sink.(Preparer); ok {
+		return p.Prepare(b)
+	}
+	return func(ctx context.Context) error { return c.sink.Write(ctx, b) }
+}
+
+// write calls do (b, prepared), retrying retryable failures until it succeeds or the
+// write context ends, then records the new checkpoint. It runs in its own goroutine (see
+// flush).
+func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting bool) error {
+	clk := c.p.opts.Clock
+	start := clk.Now()
 	m := c.p.opts.Metrics
 	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "write batch", func(ctx context.Context) error {
-		err := c.sink.Write(ctx, b)
+		err := do(ctx)
 		if err != nil {
 			class := "retryable"
 			if retry.IsTerminal(err) {
@@ -255,7 +268,7 @@ func (c *cursor) write(b change.Batch, relisting bool) error {
 		return fmt.Errorf("sink %s: write %d changes of %s: %w", c.sink.Name(), len(b.Changes), c.res.ID(), err)
 	}
 	c.lastErr.Store(nil)
-	now := time.Now()
+	now := clk.Now()
 	sink, res := c.sink.Name(), c.res.ID()
 	m.BatchWritten(sink, res, len(b.Changes), now.Sub(start))
 	var counts [3]int
@@ -279,7 +292,7 @@ func (c *cursor) write(b change.Batch, relisting bool) error {
 	c.committed = b.Checkpoint
 	if c.committed > 0 && !relisting {
 		c.synced.Store(true)
-		m.Checkpoint(sink, res, uint64(c.committed), now)
+		m.Checkpoint(sink, res, c.committed, now)
 	}
 	return nil
 }

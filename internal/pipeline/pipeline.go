@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
 // Streamer is what the pipeline needs of a source stream.
 type Streamer interface {
-	Run(ctx context.Context, from change.RV, emit func(context.Context, source.Event) error) error
+	Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error
 }
 
 // Target is one resource to stream. NewStream is called once for the shared stream and
@@ -38,19 +38,31 @@ type Metrics interface {
 	BatchWritten(sink, resource string, size int, d time.Duration)
 	Lag(sink, resource string, d time.Duration)
 	SinkError(sink, class string)
-	Checkpoint(sink, resource string, rv uint64, at time.Time)
+	Checkpoint(sink, resource string, rv change.RV, at time.Time)
 	KeyIndexSize(sink, resource string, n int)
 }
 
+// Defaults of Options; the config layer reads them too.
+const (
+	DefaultBatchSize    = 5000 // BatchBytes usually cuts relist batches first
+	DefaultBatchBytes   = 4 << 20
+	DefaultMaxWait      = 10 * time.Millisecond
+	DefaultBuffer       = 256
+	DefaultDetachAfter  = 10 * time.Second
+	DefaultFlushTimeout = 10 * time.Second
+)
+
 // Options tunes the pipeline. Zero fields take the defaults in their comments.
 type Options struct {
-	Cluster      string        // stamped on the changes the pipeline makes (inferred deletes)
-	BatchSize    int           // changes per batch; default 5000 (BatchBytes usually cuts relist batches first)
-	BatchBytes   int           // object bytes per batch; default 4 MiB
-	MaxWait      time.Duration // longest a change waits for its batch to fill; default 10ms
-	Buffer       int           // events queued per sink; default 256
-	DetachAfter  time.Duration // a full queue this long detaches its sink (several sinks only); default 10s
-	FlushTimeout time.Duration // final flush after ctx ends; default 10s
+	// Cluster is stamped on every change, here and nowhere else (cursor.add), so every
+	// sink writes the same name.
+	Cluster      string
+	BatchSize    int           // changes per batch; default DefaultBatchSize
+	BatchBytes   int           // object bytes per batch; default DefaultBatchBytes
+	MaxWait      time.Duration // longest a change waits for its batch to fill; default DefaultMaxWait
+	Buffer       int           // events queued per sink; default DefaultBuffer
+	DetachAfter  time.Duration // a full queue this long detaches its sink (several sinks only); default DefaultDetachAfter
+	FlushTimeout time.Duration // final flush after ctx ends; default DefaultFlushTimeout
 	// Abandon, given the cause of ctx's end, says whether to drop what is queued and
 	// cancel writes in flight at once instead of flushing: a leader that lost its lease
 	// must stop writing before its successor starts. Nil: always flush.
@@ -58,32 +70,41 @@ type Options struct {
 	Backoff retry.Backoff
 	Log     *slog.Logger
 	Metrics Metrics // may be nil
+	// Clock drives MaxWait, DetachAfter, FlushTimeout and the write backoff; default the
+	// real clock. Tests pass a fake one (k8s.io/utils/clock/testing).
+	Clock clock.WithDelayedExecution
 }
 
 func (o *Options) defaults() {
 	if o.BatchSize <= 0 {
-		o.BatchSize = 5000
+		o.BatchSize = DefaultBatchSize
 	}
 	if o.BatchBytes <= 0 {
-		o.BatchBytes = 4 << 20
+		o.BatchBytes = DefaultBatchBytes
 	}
 	if o.MaxWait <= 0 {
-		o.MaxWait = 10 * time.Millisecond
+		o.MaxWait = DefaultMaxWait
 	}
 	if o.Buffer <= 0 {
-		o.Buffer = 256
+		o.Buffer = DefaultBuffer
 	}
 	if o.DetachAfter <= 0 {
-		o.DetachAfter = 10 * time.Second
+		o.DetachAfter = DefaultDetachAfter
 	}
 	if o.FlushTimeout <= 0 {
-		o.FlushTimeout = 10 * time.Second
+		o.FlushTimeout = DefaultFlushTimeout
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Backoff.Clock == nil {
+		o.Backoff.Clock = o.Clock
 	}
 }
 
@@ -117,7 +138,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			cancelWrites()
 			return
 		}
-		time.AfterFunc(p.opts.FlushTimeout, cancelWrites)
+		p.opts.Clock.AfterFunc(p.opts.FlushTimeout, cancelWrites)
 	})
 	defer stop()
 
@@ -150,7 +171,7 @@ func (p *Pipeline) Ready() error {
 // subscriber is one cursor's place in a stream's fan-out.
 type subscriber struct {
 	c        *cursor
-	q        chan source.Event
+	q        chan change.Event
 	detached atomic.Bool
 }
 
@@ -174,7 +195,7 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
 		p.mu.Lock()
 		p.cursors = append(p.cursors, c)
 		p.mu.Unlock()
-		subs[i] = &subscriber{c: c, q: make(chan source.Event, p.opts.Buffer)}
+		subs[i] = &subscriber{c: c, q: make(chan change.Event, p.opts.Buffer)}
 		if i == 0 || ck < from {
 			from = ck
 		}
@@ -206,9 +227,9 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
 // fanOut hands each event to every attached subscriber. With one subscriber it only
 // blocks (backpressure); with several, a subscriber that cannot take an event for
 // DetachAfter is detached so that it does not stall the others.
-func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.Context, source.Event) error {
-	var timer *time.Timer
-	return func(ctx context.Context, ev source.Event) error {
+func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.Context, change.Event) error {
+	var timer clock.Timer
+	return func(ctx context.Context, ev change.Event) error {
 		attached := 0
 		for _, s := range subs {
 			if !s.detached.Load() {
@@ -235,7 +256,7 @@ func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.
 				continue
 			}
 			if timer == nil {
-				timer = time.NewTimer(p.opts.DetachAfter)
+				timer = p.opts.Clock.NewTimer(p.opts.DetachAfter)
 			} else {
 				timer.Reset(p.opts.DetachAfter)
 			}
@@ -244,7 +265,7 @@ func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.
 				timer.Stop()
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-timer.C:
+			case <-timer.C():
 				p.opts.Log.Warn("sink is not keeping up; detaching it from the shared stream until it catches up from its own checkpoint",
 					"sink", s.c.sink.Name(), "resource", res.ID(), "after", p.opts.DetachAfter.String())
 				s.detached.Store(true)
@@ -259,7 +280,7 @@ func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.
 // runAlone streams t into one cursor that was detached from the shared stream, from
 // the cursor's own checkpoint, until ctx ends.
 func (p *Pipeline) runAlone(ctx context.Context, t Target, c *cursor) error {
-	q := make(chan source.Event, p.opts.Buffer)
+	q := make(chan change.Event, p.opts.Buffer)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.run(q) })
 	g.Go(func() error {
@@ -276,5 +297,5 @@ func (nopMetrics) Changes(string, string, string, int)             {}
 func (nopMetrics) BatchWritten(string, string, int, time.Duration) {}
 func (nopMetrics) Lag(string, string, time.Duration)               {}
 func (nopMetrics) SinkError(string, string)                        {}
-func (nopMetrics) Checkpoint(string, string, uint64, time.Time)    {}
+func (nopMetrics) Checkpoint(string, string, change.RV, time.Time) {}
 func (nopMetrics) KeyIndexSize(string, string, int)                {}

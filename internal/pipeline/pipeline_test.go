@@ -10,7 +10,6 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
 // memSink is an in-memory Sink for these narrow unit tests; the end-to-end tests run
@@ -76,11 +75,11 @@ func (s *memSink) snapshot() ([]change.Change, change.RV) {
 
 // script is a Streamer that emits fixed events, then waits for ctx.
 type script struct {
-	events func(from change.RV) []source.Event
+	events func(from change.RV) []change.Event
 	done   chan struct{}
 }
 
-func (s *script) Run(ctx context.Context, from change.RV, emit func(context.Context, source.Event) error) error {
+func (s *script) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 	for _, ev := range s.events(from) {
 		if err := emit(ctx, ev); err != nil {
 			return nil
@@ -99,17 +98,17 @@ func obj(name, uid string, rv change.RV) change.Change {
 	return change.Change{Resource: cms, Key: change.Key{Namespace: "ns", Name: name}, UID: uid, RV: rv, Object: []byte(`{}`), ObservedAt: time.Now()}
 }
 
-func listed(c change.Change) source.Event {
+func listed(c change.Change) change.Event {
 	c.Snapshot = true
-	return source.Event{Type: source.Listed, Change: c}
+	return change.Event{Type: change.Listed, Change: c}
 }
 
-func watched(op change.Op, c change.Change) source.Event {
+func watched(op change.Op, c change.Change) change.Event {
 	c.Op = op
-	return source.Event{Type: source.Changed, Change: c}
+	return change.Event{Type: change.Changed, Change: c}
 }
 
-func run(t *testing.T, sinks []Sink, events func(change.RV) []source.Event) {
+func run(t *testing.T, sinks []Sink, events func(change.RV) []change.Event) {
 	t.Helper()
 	done := make(chan struct{})
 	p := New(Options{MaxWait: time.Millisecond}, sinks, []Target{{Resource: cms, NewStream: func() Streamer {
@@ -131,14 +130,14 @@ func TestReconcileDiffEmitsOnlyWhatTheSinkDoesNotHold(t *testing.T) {
 	s.objects[change.Key{Namespace: "ns", Name: "changed"}] = change.Entry{UID: "u2", RV: 11}
 	s.objects[change.Key{Namespace: "ns", Name: "gone"}] = change.Entry{UID: "u3", RV: 12}
 	s.objects[change.Key{Namespace: "ns", Name: "recreated"}] = change.Entry{UID: "old", RV: 13}
-	run(t, []Sink{s}, func(change.RV) []source.Event {
-		return []source.Event{
-			{Type: source.RelistBegin},
+	run(t, []Sink{s}, func(change.RV) []change.Event {
+		return []change.Event{
+			{Type: change.RelistBegin},
 			listed(obj("same", "u1", 10)),
 			listed(obj("changed", "u2", 20)),
 			listed(obj("recreated", "new", 21)),
 			listed(obj("fresh", "u4", 22)),
-			{Type: source.RelistEnd, RV: 30},
+			{Type: change.RelistEnd, RV: 30},
 		}
 	})
 	log, ck := s.snapshot()
@@ -163,15 +162,15 @@ func TestReconcileDiffEmitsOnlyWhatTheSinkDoesNotHold(t *testing.T) {
 func TestWatchChangesAreWrittenInOrderAndBookmarksAdvanceTheCheckpoint(t *testing.T) {
 	s := newMemSink("pg")
 	s.ckpt = 5
-	run(t, []Sink{s}, func(from change.RV) []source.Event {
+	run(t, []Sink{s}, func(from change.RV) []change.Event {
 		if from != 5 {
 			t.Errorf("stream started from %d, want the checkpoint 5", from)
 		}
-		return []source.Event{
+		return []change.Event{
 			watched(change.OpCreate, obj("a", "u", 6)),
 			watched(change.OpUpdate, obj("a", "u", 7)),
 			watched(change.OpDelete, obj("a", "u", 8)),
-			{Type: source.Progress, RV: 50},
+			{Type: change.Progress, RV: 50},
 		}
 	})
 	log, ck := s.snapshot()
@@ -187,11 +186,11 @@ func TestWatchChangesAreWrittenInOrderAndBookmarksAdvanceTheCheckpoint(t *testin
 func TestASinkAheadOfTheSharedStreamSkipsWhatItHas(t *testing.T) {
 	behind, ahead := newMemSink("behind"), newMemSink("ahead")
 	behind.ckpt, ahead.ckpt = 5, 7
-	run(t, []Sink{behind, ahead}, func(from change.RV) []source.Event {
+	run(t, []Sink{behind, ahead}, func(from change.RV) []change.Event {
 		if from != 5 {
 			t.Errorf("stream started from %d, want the oldest checkpoint 5", from)
 		}
-		return []source.Event{
+		return []change.Event{
 			watched(change.OpCreate, obj("a", "u", 6)),
 			watched(change.OpUpdate, obj("a", "u", 7)),
 			watched(change.OpUpdate, obj("a", "u", 8)),
@@ -213,11 +212,11 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 	done := make(chan struct{})
 	p := New(Options{MaxWait: time.Millisecond, Buffer: 4, DetachAfter: 20 * time.Millisecond, BatchSize: 5},
 		[]Sink{fast, slow}, []Target{{Resource: cms, NewStream: func() Streamer {
-			return &script{events: func(from change.RV) []source.Event {
+			return &script{events: func(from change.RV) []change.Event {
 				mu.Lock()
 				starts = append(starts, from)
 				mu.Unlock()
-				var evs []source.Event
+				var evs []change.Event
 				for i := change.RV(1); i <= n; i++ {
 					if i > from {
 						evs = append(evs, watched(change.OpUpdate, obj("a", "u", i)))
@@ -258,8 +257,8 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 func TestATerminalSinkErrorStopsThePipeline(t *testing.T) {
 	s := &failSink{memSink: newMemSink("pg")}
 	p := New(Options{MaxWait: time.Millisecond}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
-		return &script{events: func(change.RV) []source.Event {
-			return []source.Event{watched(change.OpCreate, obj("a", "u", 6))}
+		return &script{events: func(change.RV) []change.Event {
+			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 		}}
 	}}})
 	err := p.Run(context.Background())
@@ -296,8 +295,8 @@ func TestTheReconcileDiffOfOneScopeNeverDeletesAnotherScopesObjects(t *testing.T
 		Resource: cms,
 		Owns:     func(k change.Key) bool { return k.Namespace == "ns" },
 		NewStream: func() Streamer {
-			return &script{done: done, events: func(change.RV) []source.Event {
-				return []source.Event{{Type: source.RelistBegin}, {Type: source.RelistEnd, RV: 20}}
+			return &script{done: done, events: func(change.RV) []change.Event {
+				return []change.Event{{Type: change.RelistBegin}, {Type: change.RelistEnd, RV: 20}}
 			}}
 		},
 	}})
@@ -323,8 +322,8 @@ func TestALostLeaseAbandonsQueuedChangesInsteadOfFlushingThem(t *testing.T) {
 	p := New(Options{MaxWait: time.Millisecond, FlushTimeout: time.Minute,
 		Abandon: func(cause error) bool { return errors.Is(cause, errLost) }},
 		[]Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
-			return &script{done: done, events: func(change.RV) []source.Event {
-				return []source.Event{watched(change.OpCreate, obj("a", "u", 6)), watched(change.OpCreate, obj("b", "u", 7))}
+			return &script{done: done, events: func(change.RV) []change.Event {
+				return []change.Event{watched(change.OpCreate, obj("a", "u", 6)), watched(change.OpCreate, obj("b", "u", 7))}
 			}}
 		}}})
 	ctx, cancel := context.WithCancelCause(context.Background())

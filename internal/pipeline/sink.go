@@ -24,3 +24,12 @@ type Sink interface {
 	// Close releases the sink's connections. It does not promise delivery of anything.
 	Close() error
 }
+
+// Preparer is an optional Sink ability. A sink that turns a batch into a wire form
+// (Kafka records, JSON lines) does it once in Prepare; the pipeline then calls only the
+// returned write, again after each retryable failure, so encoding never repeats and the
+// write can remember how far an earlier attempt got (the records a broker already
+// acknowledged are not sent twice). The returned write has Write's contract.
+type Preparer interface {
+	Prepare(b change.Batch) func(ctx context.Context) error
+}

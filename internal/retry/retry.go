@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 type terminalError struct{ err error }
@@ -31,6 +33,8 @@ func IsTerminal(err error) bool {
 type Backoff struct {
 	Initial time.Duration // first delay; default 100ms
 	Max     time.Duration // cap; default 30s
+	// Clock waits between attempts in Do; default the real clock.
+	Clock clock.Clock
 }
 
 // Delay returns the wait before attempt n (0-based): a random duration in
@@ -66,12 +70,16 @@ func Do(ctx context.Context, b Backoff, log *slog.Logger, what string, fn func(c
 		if log != nil {
 			log.Warn("retrying", "what", what, "attempt", n+1, "in", d.Round(time.Millisecond).String(), "error", err)
 		}
-		t := time.NewTimer(d)
+		var clk clock.Clock = clock.RealClock{}
+		if b.Clock != nil {
+			clk = b.Clock
+		}
+		t := clk.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return errors.Join(ctx.Err(), err)
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

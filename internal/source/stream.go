@@ -34,7 +34,6 @@ type Observer interface {
 type Stream struct {
 	Clients   *Clients
 	Target    Target
-	Cluster   string
 	PageSize  int64 // LIST page size; default 500
 	Transform *Transform
 	Backoff   retry.Backoff
@@ -48,7 +47,7 @@ type Stream struct {
 // first when it is zero or the server no longer has that history. It returns when ctx
 // ends (nil), when emit fails, or on a terminal error (Forbidden, Unauthorized,
 // NotFound), which is marked retry.Terminal.
-func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Context, Event) error) error {
+func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 	if s.PageSize <= 0 {
 		s.PageSize = 500
 	}
@@ -147,9 +146,9 @@ func (s *Stream) wanted(ns string) bool {
 
 // relist emits RelistBegin, one Listed per object and RelistEnd with the LIST's RV. Pages
 // are requested with limit/continue; every page is read at the first page's RV.
-func (s *Stream) relist(ctx context.Context, emit func(context.Context, Event) error) (change.RV, error) {
+func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.Event) error) (change.RV, error) {
 	res := s.Target.Resource
-	if err := emit(ctx, Event{Type: RelistBegin}); err != nil {
+	if err := emit(ctx, change.Event{Type: change.RelistBegin}); err != nil {
 		return 0, errors.Join(errEmit, err)
 	}
 	var listRV change.RV
@@ -195,7 +194,7 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, Event) e
 				return true
 			}
 			c.Snapshot = true
-			if err := emit(ctx, Event{Type: Listed, Change: c}); err != nil {
+			if err := emit(ctx, change.Event{Type: change.Listed, Change: c}); err != nil {
 				emitErr = errors.Join(errEmit, err)
 				return false
 			}
@@ -209,7 +208,7 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, Event) e
 			break
 		}
 	}
-	if err := emit(ctx, Event{Type: RelistEnd, RV: listRV}); err != nil {
+	if err := emit(ctx, change.Event{Type: change.RelistEnd, RV: listRV}); err != nil {
 		return 0, errors.Join(errEmit, err)
 	}
 	return listRV, nil
@@ -227,7 +226,6 @@ func (s *Stream) toChange(data []byte, now time.Time) (change.Change, error) {
 		return change.Change{}, retry.Terminal(fmt.Errorf("resource %s: object %s/%s: %w", res.ID(), m.namespace, m.name, err))
 	}
 	return change.Change{
-		Cluster:    s.Cluster,
 		Resource:   res,
 		Key:        change.Key{Namespace: m.namespace, Name: m.name},
 		UID:        m.uid,
@@ -243,7 +241,7 @@ func (s *Stream) toChange(data []byte, now time.Time) (change.Change, error) {
 // watch follows the resource from rv with client-go's RetryWatcher, which re-opens the
 // watch from the last delivered RV whenever it closes. It returns the last RV delivered
 // and errGone when the server no longer has the history from there.
-func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Context, Event) error) (change.RV, error) {
+func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Context, change.Event) error) (change.RV, error) {
 	res := s.Target.Resource
 	w := &watcher{s: s}
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv.String(), w)
@@ -285,7 +283,7 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 				}
 				rv = next
 				w.healthy()
-				if err := emit(ctx, Event{Type: Progress, RV: rv}); err != nil {
+				if err := emit(ctx, change.Event{Type: change.Progress, RV: rv}); err != nil {
 					return rv, errors.Join(errEmit, err)
 				}
 				continue
@@ -307,7 +305,7 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 			default:
 				c.Op = change.OpDelete
 			}
-			if err := emit(ctx, Event{Type: Changed, Change: c}); err != nil {
+			if err := emit(ctx, change.Event{Type: change.Changed, Change: c}); err != nil {
 				return rv, errors.Join(errEmit, err)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kube-cdc/kube-cdc/internal/kafkascan"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
 )
 
 // Kafka is a one-broker Kafka-protocol cluster (franz-go's kfake) running in this process

@@ -12,32 +12,39 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
-	"github.com/kube-cdc/kube-cdc/internal/kafkascan"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
 )
 
+// DefaultOffsetsTopic is the default topic of the kafka checkpoint store.
+const DefaultOffsetsTopic = "kube-cdc.offsets.{cluster}"
+
 // OpenCheckpoint opens the checkpoint store cp selects for a Kafka sink with these
-// options. A kafka store shares the sink's brokers, TLS and SASL, and takes its key index
-// from the sink's data topics (TopicKeyIndex).
+// options: kafka (a compacted offsets topic on the sink's own brokers, with its TLS and
+// SASL, and the key index rebuilt from the sink's data topics), or one of the stores
+// internal/checkpoint provides. An empty type means file, as for every sink.
 func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkpoint.Options) (checkpoint.Store, error) {
-	opts = withDefaults(opts)
-	env := checkpoint.Env{Cluster: cluster}
-	if strings.EqualFold(cp.Type, "kafka") {
-		tr, err := NewTransport(opts)
-		if err != nil {
-			return nil, err
-		}
-		env.Kafka = &checkpoint.KafkaConfig{
-			Cluster:           cluster,
-			Brokers:           opts.Brokers,
-			Transport:         tr,
-			ReplicationFactor: opts.ReplicationFactor,
-			KeyIndex:          TopicKeyIndex(&kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}, cluster, opts.Topic),
-		}
+	if !strings.EqualFold(cp.Type, "kafka") {
+		return checkpoint.Open(cp)
 	}
-	return checkpoint.Open(ctx, cp, env)
+	opts = withDefaults(opts)
+	tr, err := NewTransport(opts)
+	if err != nil {
+		return nil, err
+	}
+	topic := cp.Topic
+	if topic == "" {
+		topic = DefaultOffsetsTopic
+	}
+	return openOffsetStore(ctx, strings.ReplaceAll(topic, "{cluster}", cluster), offsetsConfig{
+		cluster:           cluster,
+		brokers:           opts.Brokers,
+		transport:         tr,
+		replicationFactor: opts.ReplicationFactor,
+		keyIndex:          topicKeyIndex(&kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}, cluster, opts.Topic),
+	})
 }
 
-// TopicKeyIndex rebuilds the key index of a resource from its data topic: the latest
+// topicKeyIndex rebuilds the key index of a resource from its data topic: the latest
 // record per key wins; a null-value tombstone or an op=d record removes the key. Records
 // of other resources (a fixed topic name shared by several) are told apart by the
 // kube-cdc.resource header, and of other clusters by source.cluster.
@@ -46,7 +53,7 @@ func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkp
 // source. Measured with the in-process kfake broker on a 2-core machine: 20,000 keys of
 // 1.3 KB objects (25 MB) rebuild in 0.4–0.5 s; decoding whole envelopes took 0.75–1 s
 // (TestKeyIndexRebuildFrom20kRecords).
-func TopicKeyIndex(client *kafka.Client, cluster, topicTemplate string) checkpoint.KeyIndexFunc {
+func topicKeyIndex(client *kafka.Client, cluster, topicTemplate string) keyIndexFunc {
 	return func(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 		topic := TopicName(topicTemplate, cluster, res)
 		id := res.ID()

@@ -96,7 +96,7 @@ func TestKeyIndexRebuildFrom20kRecords(t *testing.T) {
 	client := s.client
 	start := time.Now()
 	count := 0
-	err := TopicKeyIndex(client, "prod", "")(ctx, deployments, func(change.Key, change.Entry) error { count++; return nil })
+	err := topicKeyIndex(client, "prod", "")(ctx, deployments, func(change.Key, change.Entry) error { count++; return nil })
 	d := time.Since(start)
 	if err != nil {
 		t.Fatal(err)

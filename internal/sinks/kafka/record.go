@@ -53,7 +53,7 @@ const envelopeOverhead = 384
 
 // appendMessages appends the records of one change: the envelope, and for a delete a
 // second record with the same key and a null value so compaction can drop the key.
-func appendMessages(dst []kafka.Message, cluster, topic string, c *change.Change) []kafka.Message {
+func appendMessages(dst []kafka.Message, topic string, c *change.Change) []kafka.Message {
 	key := []byte(c.Key.String())
 	op := envelope.OpCode(c)
 	headers := []kafka.Header{
@@ -62,11 +62,6 @@ func appendMessages(dst []kafka.Message, cluster, topic string, c *change.Change
 		{Key: HeaderResource, Value: []byte(c.Resource.ID())},
 	}
 	t := recordTime(c)
-	if c.Cluster == "" {
-		cc := *c
-		cc.Cluster = cluster
-		c = &cc
-	}
 	if c.ObservedAt.IsZero() && c.Time.IsZero() {
 		cc := *c
 		cc.Time = t // ts_ms equals the record time, the epoch

@@ -152,69 +152,92 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	return s.store.KeyIndex(ctx, s.name, res, fn)
 }
 
-// Write produces b's records, waits until the brokers acknowledged every one of them, and
-// then commits b to the store. On error nothing is committed and the pipeline writes the
-// batch again: the records are encoded from b alone, so a re-emit is byte-identical.
-func (s *Sink) Write(ctx context.Context, b change.Batch) error {
-	if len(b.Changes) > 0 {
-		topic := TopicName(s.opts.Topic, s.cluster, b.Resource)
-		if err := s.ensureTopic(ctx, topic); err != nil {
-			return err
+// Write is Prepare(b)(ctx).
+func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepare(b)(ctx) }
+
+// Prepare encodes b's records once. The returned write produces the records the brokers
+// have not acknowledged yet, waits until they acknowledged every one, and then commits b
+// to the store. On error nothing is committed and the pipeline calls the write again:
+// it sends only the records still unacknowledged, so a partial failure (kafka-go's
+// WriteErrors) never sends a record twice, and records are a pure function of b, so a
+// re-emit after a restart is byte-identical.
+func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
+	topic := TopicName(s.opts.Topic, s.cluster, b.Resource)
+	msgs := make([]kafka.Message, 0, len(b.Changes)+len(b.Changes)/8)
+	var wiring error
+	for i := range b.Changes {
+		c := &b.Changes[i]
+		if c.Cluster != s.cluster && wiring == nil {
+			wiring = retry.Terminal(fmt.Errorf("kafka sink %s: %s %s: change of cluster %q reached the sink of cluster %q",
+				s.name, b.Resource.ID(), c.Key, c.Cluster, s.cluster))
 		}
-		msgs := make([]kafka.Message, 0, len(b.Changes)+len(b.Changes)/8)
-		for i := range b.Changes {
-			msgs = appendMessages(msgs, s.cluster, topic, &b.Changes[i])
-		}
-		if err := s.produce(ctx, topic, msgs); err != nil {
-			return err
-		}
+		msgs = appendMessages(msgs, topic, c)
 	}
-	if err := s.store.Commit(ctx, s.name, b); err != nil {
-		return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
+	return func(ctx context.Context) error {
+		if wiring != nil {
+			return wiring
+		}
+		if len(msgs) > 0 {
+			if err := s.ensureTopic(ctx, topic); err != nil {
+				return err
+			}
+			var err error
+			if msgs, err = s.produce(ctx, topic, msgs); err != nil {
+				return err
+			}
+		}
+		if err := s.store.Commit(ctx, s.name, b); err != nil {
+			return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
+		}
+		return nil
 	}
-	return nil
 }
 
-// produce writes msgs in order. kafka-go reports failures per message (WriteErrors); the
-// acknowledged prefix is done, and the rest is written again as long as each attempt gets
-// further. A write that makes no progress returns, retryable unless the broker's answer
-// says retrying cannot help.
-func (s *Sink) produce(ctx context.Context, topic string, msgs []kafka.Message) error {
-	for done := 0; done < len(msgs); {
-		err := s.writer.WriteMessages(ctx, msgs[done:]...)
+// produce writes msgs and returns the ones still unacknowledged (none on success).
+// kafka-go reports failures per message (WriteErrors): records it acknowledged are done
+// and never sent again; the rest, still in their order, are written again as long as
+// each attempt gets further. A write that makes no progress returns, retryable unless
+// the broker's answer says retrying cannot help.
+func (s *Sink) produce(ctx context.Context, topic string, msgs []kafka.Message) ([]kafka.Message, error) {
+	total := len(msgs)
+	for len(msgs) > 0 {
+		err := s.writer.WriteMessages(ctx, msgs...)
 		if err == nil {
-			return nil
+			return nil, nil
 		}
-		n := 0
 		var werr kafka.WriteErrors
-		if errors.As(err, &werr) {
-			for n < len(werr) && werr[n] == nil {
-				n++
+		if errors.As(err, &werr) && len(werr) == len(msgs) {
+			rest := msgs[:0:0]
+			first := error(nil)
+			for i, e := range werr {
+				if e != nil {
+					rest = append(rest, msgs[i])
+					if first == nil {
+						first = e
+					}
+				}
 			}
-			if n < len(werr) {
-				err = werr[n]
+			err = first
+			acked := len(msgs) - len(rest)
+			msgs = rest
+			var tooLarge kafka.MessageTooLargeError
+			if errors.As(err, &tooLarge) {
+				return msgs, retry.Terminal(fmt.Errorf("kafka sink %s: record %s of topic %s is larger than the writer's batch bytes: %w",
+					s.name, tooLarge.Message.Key, topic, err))
+			}
+			if acked > 0 && ctx.Err() == nil {
+				s.log.Warn("partial write, retrying the unacknowledged records", "topic", topic,
+					"acknowledged", total-len(msgs), "of", total, "error", err)
+				continue
 			}
 		}
-		var tooLarge kafka.MessageTooLargeError
-		if errors.As(err, &tooLarge) {
-			return retry.Terminal(fmt.Errorf("kafka sink %s: record %s of topic %s is larger than the writer's batch bytes: %w",
-				s.name, tooLarge.Message.Key, topic, err))
-		}
-		done += n
-		if n > 0 && ctx.Err() == nil {
-			s.log.Warn("partial write, retrying the rest", "topic", topic, "acknowledged", done, "of", len(msgs), "error", err)
-			continue
-		}
-		err = fmt.Errorf("kafka sink %s: write to %s (%d of %d records acknowledged): %w", s.name, topic, done, len(msgs), err)
+		err = fmt.Errorf("kafka sink %s: write to %s (%d of %d records acknowledged): %w", s.name, topic, total-len(msgs), total, err)
 		if errors.Is(err, kafka.UnknownTopicOrPartition) {
 			s.forgetTopic(topic) // deleted under us: check it again next time
 		}
-		if isTerminal(err) {
-			return retry.Terminal(err)
-		}
-		return err
+		return msgs, classify(err)
 	}
-	return nil
+	return nil, nil
 }
 
 func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
@@ -224,7 +247,7 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
 	if known {
 		return nil
 	}
-	err := checkpoint.EnsureTopic(ctx, s.client, kafka.TopicConfig{
+	err := ensureTopic(ctx, s.client, kafka.TopicConfig{
 		Topic:             topic,
 		NumPartitions:     s.opts.Partitions,
 		ReplicationFactor: s.opts.ReplicationFactor,
@@ -251,24 +274,4 @@ func (s *Sink) Close() error {
 	err := s.writer.Close()
 	s.transport.CloseIdleConnections()
 	return errors.Join(err, s.store.Close())
-}
-
-// isTerminal reports broker answers that retrying cannot fix.
-func isTerminal(err error) bool {
-	for _, e := range []kafka.Error{
-		kafka.SASLAuthenticationFailed,
-		kafka.UnsupportedSASLMechanism,
-		kafka.IllegalSASLState,
-		kafka.TopicAuthorizationFailed,
-		kafka.ClusterAuthorizationFailed,
-		kafka.MessageSizeTooLarge,
-		kafka.RecordListTooLarge,
-		kafka.InvalidRecord,
-		kafka.PolicyViolation,
-	} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,11 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
-
-var _ pipeline.Sink = (*Sink)(nil)
 
 // retentionEvery is how often, at most, Write triggers the deletion of old changes rows.
 const retentionEvery = time.Minute
@@ -119,12 +115,12 @@ func (s *Sink) start(ctx context.Context) error {
 	return classify(err, s.password)
 }
 
-// Name implements pipeline.Sink.
+// Name (pipeline.Sink).
 func (s *Sink) Name() string { return s.name }
 
-// Checkpoint implements pipeline.Sink: the RV stored for (cluster, sink, resource, scope).
+// Checkpoint (pipeline.Sink): the RV stored for (cluster, sink, resource, scope).
 func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
-	var rv int64
+	var rv change.RV
 	err := s.pool.QueryRow(ctx, s.sql.checkpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope).Scan(&rv)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
@@ -132,10 +128,10 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 	if err != nil {
 		return 0, fmt.Errorf("read the checkpoint of %s: %w", res.ID(), classify(err, s.password))
 	}
-	return change.RV(rv), nil
+	return rv, nil
 }
 
-// KeyIndex implements pipeline.Sink: every live row of (cluster, group, resource). Rows are
+// KeyIndex (pipeline.Sink): every live row of (cluster, group, resource). Rows are
 // not kept per scope, so the index covers every scope of the resource.
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	rows, err := s.pool.Query(ctx, s.sql.keyIndex, s.cluster, res.Group, res.Resource)
@@ -145,14 +141,13 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	defer rows.Close()
 	var (
 		key change.Key
-		uid string
-		rv  int64
+		e   change.Entry
 	)
 	for rows.Next() {
-		if err := rows.Scan(&key.Namespace, &key.Name, &uid, &rv); err != nil {
+		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV); err != nil {
 			return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
 		}
-		if err := fn(key, change.Entry{UID: uid, RV: change.RV(rv)}); err != nil {
+		if err := fn(key, e); err != nil {
 			return err
 		}
 	}
@@ -162,12 +157,12 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	return nil
 }
 
-// Write implements pipeline.Sink: b's rows and its checkpoint commit in one transaction.
+// Write (pipeline.Sink): b's rows and its checkpoint commit in one transaction.
 func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if len(b.Changes) == 0 && b.Checkpoint == 0 {
 		return nil
 	}
-	if err := checkRVs(b); err != nil {
+	if err := s.checkBatch(b); err != nil {
 		return retry.Terminal(err)
 	}
 	res := b.Resource
@@ -198,7 +193,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 			steps.done("changes")
 		}
 		if b.Checkpoint != 0 {
-			if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, int64(b.Checkpoint)); err != nil {
+			if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, b.Checkpoint); err != nil {
 				return err
 			}
 		}
@@ -209,7 +204,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	}
 	steps.done("commit")
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", res.ID(), "changes", len(b.Changes), "checkpoint", uint64(b.Checkpoint)}, steps.attrs()...)...)
+		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", res.ID(), "changes", len(b.Changes), "checkpoint", b.Checkpoint.String()}, steps.attrs()...)...)
 	}
 	s.maybeRetain()
 	return nil
@@ -243,14 +238,14 @@ func (s *Sink) writeSmall(ctx context.Context, b change.Batch) error {
 		batch.Queue(s.sql.insertChanges, s.cluster, res.Group, res.Resource)
 	}
 	if b.Checkpoint != 0 {
-		batch.Queue(s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, int64(b.Checkpoint))
+		batch.Queue(s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, b.Checkpoint)
 	}
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), res.ID(), classify(err, s.password))
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("wrote batch", "sink", s.name, "resource", res.ID(), "changes", len(b.Changes),
-			"checkpoint", uint64(b.Checkpoint), "pipelined", time.Since(start).String())
+			"checkpoint", b.Checkpoint.String(), "pipelined", time.Since(start).String())
 	}
 	s.maybeRetain()
 	return nil
@@ -279,14 +274,19 @@ func stageInsert(n int) string {
 	return sb.String()
 }
 
-// checkRVs rejects RVs that do not fit the bigint columns: retrying cannot fix them.
-func checkRVs(b change.Batch) error {
-	if uint64(b.Checkpoint) > math.MaxInt64 {
-		return fmt.Errorf("checkpoint resourceVersion %d of %s exceeds PostgreSQL's bigint", b.Checkpoint, b.Resource.ID())
+// checkBatch rejects what retrying cannot fix: RVs that do not fit the bigint columns
+// (RV.Value), and changes stamped with another cluster than this sink writes (a wiring
+// error: the pipeline stamps the configured cluster on every change).
+func (s *Sink) checkBatch(b change.Batch) error {
+	if _, err := b.Checkpoint.Value(); err != nil {
+		return fmt.Errorf("checkpoint of %s: %w", b.Resource.ID(), err)
 	}
 	for _, c := range b.Changes {
-		if uint64(c.RV) > math.MaxInt64 {
-			return fmt.Errorf("resourceVersion %d of %s %s exceeds PostgreSQL's bigint", c.RV, b.Resource.ID(), c.Key)
+		if _, err := c.RV.Value(); err != nil {
+			return fmt.Errorf("%s %s: %w", b.Resource.ID(), c.Key, err)
+		}
+		if c.Cluster != s.cluster {
+			return fmt.Errorf("%s %s: change of cluster %q reached the sink of cluster %q", b.Resource.ID(), c.Key, c.Cluster, s.cluster)
 		}
 	}
 	return nil
@@ -336,7 +336,7 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 
 const retentionChunk = 10000
 
-// Close implements pipeline.Sink: it stops background retention and closes the pool.
+// Close (pipeline.Sink): it stops background retention and closes the pool.
 func (s *Sink) Close() error {
 	s.bgCancel()
 	s.bg.Wait()
@@ -364,12 +364,8 @@ func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
 		return nil, fmt.Errorf("read status: %w", classify(err, s.password))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ResourceStatus, error) {
-		var (
-			r  ResourceStatus
-			rv int64
-		)
-		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &rv, &r.UpdatedAt, &r.Live, &r.Deleted)
-		r.Checkpoint = change.RV(rv)
+		var r ResourceStatus
+		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted)
 		return r, err
 	})
 	if err != nil {
@@ -403,7 +399,7 @@ func (r *stageRows) Values() ([]any, error) {
 		observed = time.Now()
 	}
 	r.row = [stageWidth]any{
-		int32(r.i), c.Key.Namespace, c.Key.Name, c.UID, int64(c.RV), string(c.Op),
+		int32(r.i), c.Key.Namespace, c.Key.Name, c.UID, c.RV, string(c.Op),
 		c.Inferred, c.Snapshot, c.Object, labels, c.ChangedBy, observed,
 	}
 	return r.row[:], nil

@@ -86,11 +86,11 @@ func batch() change.Batch {
 	return change.Batch{
 		Resource: configmaps,
 		Changes: []change.Change{
-			{Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "a"}, UID: "ua", RV: 10, Op: change.OpCreate, Snapshot: true, Object: obj("a"), ObservedAt: now},
-			{Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "b"}, UID: "ub", RV: 11, Op: change.OpCreate, Object: obj("b"), ObservedAt: now},
-			{Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "a"}, UID: "ua", RV: 12, Op: change.OpUpdate, Object: obj("a"), ObservedAt: now},
-			{Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "b"}, UID: "ub", RV: 13, Op: change.OpDelete, Object: obj("b"), ObservedAt: now},
-			{Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "gone"}, UID: "ug", RV: 14, Op: change.OpDelete, Inferred: true, ObservedAt: now},
+			{Cluster: "prod", Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "a"}, UID: "ua", RV: 10, Op: change.OpCreate, Snapshot: true, Object: obj("a"), ObservedAt: now},
+			{Cluster: "prod", Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "b"}, UID: "ub", RV: 11, Op: change.OpCreate, Object: obj("b"), ObservedAt: now},
+			{Cluster: "prod", Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "a"}, UID: "ua", RV: 12, Op: change.OpUpdate, Object: obj("a"), ObservedAt: now},
+			{Cluster: "prod", Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "b"}, UID: "ub", RV: 13, Op: change.OpDelete, Object: obj("b"), ObservedAt: now},
+			{Cluster: "prod", Resource: configmaps, Key: change.Key{Namespace: "ns", Name: "gone"}, UID: "ug", RV: 14, Op: change.OpDelete, Inferred: true, ObservedAt: now},
 		},
 		Checkpoint: 20,
 	}
@@ -114,7 +114,7 @@ type line struct {
 
 func TestWriteWritesOneJSONLinePerChangeInOneCall(t *testing.T) {
 	w := &recorder{}
-	s := New("out", "prod", w, nil)
+	s := New("out", w, nil)
 	b := batch()
 	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestWriteKeepsTheChangesOwnCluster(t *testing.T) {
 	b := batch()
 	b.Changes = b.Changes[:1]
 	b.Changes[0].Cluster = "edge"
-	if err := New("out", "prod", w, nil).Write(context.Background(), b); err != nil {
+	if err := New("out", w, nil).Write(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	var got line
@@ -176,7 +176,7 @@ func TestWriteKeepsTheChangesOwnCluster(t *testing.T) {
 func TestWriteCommitsToTheStoreAfterWriting(t *testing.T) {
 	var log []string
 	st := newMemStore(&log)
-	s := New("out", "prod", &recorder{log: &log}, st)
+	s := New("out", &recorder{log: &log}, st)
 	ctx := context.Background()
 	if rv, err := s.Checkpoint(ctx, configmaps); err != nil || rv != 0 {
 		t.Fatalf("Checkpoint before any write = %v, %v", rv, err)
@@ -209,7 +209,7 @@ func TestWriteDoesNotCommitWhenTheWriteFails(t *testing.T) {
 	var log []string
 	st := newMemStore(&log)
 	boom := errors.New("broken pipe")
-	s := New("out", "prod", &recorder{err: boom, log: &log}, st)
+	s := New("out", &recorder{err: boom, log: &log}, st)
 	err := s.Write(context.Background(), batch())
 	if !errors.Is(err, boom) {
 		t.Fatalf("Write = %v, want %v", err, boom)
@@ -225,14 +225,14 @@ func TestWriteDoesNotCommitWhenTheWriteFails(t *testing.T) {
 func TestWriteReportsACommitFailure(t *testing.T) {
 	st := newMemStore(nil)
 	st.err = errors.New("disk full")
-	err := New("out", "prod", &recorder{}, st).Write(context.Background(), batch())
+	err := New("out", &recorder{}, st).Write(context.Background(), batch())
 	if !errors.Is(err, st.err) {
 		t.Errorf("Write = %v, want %v", err, st.err)
 	}
 }
 
 func TestWithoutAStoreThereIsNoCheckpoint(t *testing.T) {
-	s := New("out", "prod", &recorder{}, nil)
+	s := New("out", &recorder{}, nil)
 	ctx := context.Background()
 	if err := s.Write(ctx, batch()); err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestWithoutAStoreThereIsNoCheckpoint(t *testing.T) {
 func TestWriteOfAnEmptyBatchOnlyCommits(t *testing.T) {
 	var log []string
 	st := newMemStore(&log)
-	s := New("out", "prod", &recorder{log: &log}, st)
+	s := New("out", &recorder{log: &log}, st)
 	if err := s.Write(context.Background(), change.Batch{Resource: configmaps, Checkpoint: 99}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package checkpoint
+package kafka
 
 import (
 	"context"
@@ -7,18 +7,33 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
-func kafkaConfig(k *testenv.Kafka) KafkaConfig {
-	return KafkaConfig{
-		Cluster:   "prod",
-		Brokers:   []string{k.Addr()},
-		Transport: k.Transport(),
-		KeyIndex: func(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
+var configmaps = change.Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+
+func offsetsConfigFor(k *testenv.Kafka) offsetsConfig {
+	return offsetsConfig{
+		cluster:   "prod",
+		brokers:   []string{k.Addr()},
+		transport: k.Transport(),
+		keyIndex: func(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 			return fn(change.Key{Namespace: "ns", Name: "from-data-topics"}, change.Entry{UID: "u", RV: 1})
 		},
 	}
+}
+
+func storeKeyIndex(t *testing.T, s checkpoint.Store, sink string, res change.Resource) map[string]change.Entry {
+	t.Helper()
+	got := map[string]change.Entry{}
+	if err := s.KeyIndex(context.Background(), sink, res, func(k change.Key, e change.Entry) error {
+		got[k.String()] = e
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func TestKafkaStoreResumesFromTheLatestCheckpointAfterAProcessRestart(t *testing.T) {
@@ -27,9 +42,7 @@ func TestKafkaStoreResumesFromTheLatestCheckpointAfterAProcessRestart(t *testing
 	k := testenv.NewKafka(t)
 	deployments := change.Resource{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Namespaced: true}
 
-	s, err := Open(ctx, Options{Type: "kafka"}, Env{Cluster: "prod", Kafka: &KafkaConfig{
-		Brokers: []string{k.Addr()}, Transport: k.Transport(), KeyIndex: kafkaConfig(k).KeyIndex,
-	}})
+	s, err := OpenCheckpoint(ctx, "prod", Options{Brokers: []string{k.Addr()}}, checkpoint.Options{Type: "kafka"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +80,7 @@ func TestKafkaStoreResumesFromTheLatestCheckpointAfterAProcessRestart(t *testing
 	if err := k.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenKafka(ctx, "kube-cdc.offsets.prod", kafkaConfig(k))
+	s2, err := openOffsetStore(ctx, "kube-cdc.offsets.prod", offsetsConfigFor(k))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +94,8 @@ func TestKafkaStoreResumesFromTheLatestCheckpointAfterAProcessRestart(t *testing
 			t.Errorf("Load(%s, %s) = %v, %v; want %v", tc.sink, tc.res.ID(), rv, err, tc.want)
 		}
 	}
-	if got := keyIndex(t, s2, "stream", configmaps); len(got) != 1 || got["ns/from-data-topics"].UID != "u" {
-		t.Errorf("KeyIndex does not come from the KeyIndexFunc: %v", got)
+	if got := storeKeyIndex(t, s2, "stream", configmaps); len(got) != 1 || got["ns/from-data-topics"].UID != "u" {
+		t.Errorf("KeyIndex does not come from the keyIndexFunc: %v", got)
 	}
 	if err := s2.Commit(ctx, "stream", change.Batch{Resource: configmaps, Checkpoint: 11}); err != nil {
 		t.Fatal(err)
@@ -96,7 +109,7 @@ func TestKafkaStoreCommitFailsRetryablyWhileTheBrokerIsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	k := testenv.NewKafka(t)
-	s, err := OpenKafka(ctx, "offsets", kafkaConfig(k))
+	s, err := openOffsetStore(ctx, "offsets", offsetsConfigFor(k))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,4 @@
-package source
-
-import "github.com/kube-cdc/kube-cdc/internal/change"
+package change
 
 // EventType says what an Event carries.
 type EventType int
@@ -25,9 +23,10 @@ func (t EventType) String() string {
 	return [...]string{"changed", "relist-begin", "listed", "relist-end", "progress"}[t]
 }
 
-// Event is what a stream emits, in order.
+// Event is what a source stream emits, in order: a value, like client-go's Delta. The
+// pipeline turns events into batches per sink.
 type Event struct {
 	Type   EventType
-	Change change.Change // Changed, Listed
-	RV     change.RV     // RelistEnd, Progress
+	Change Change // Changed, Listed
+	RV     RV     // RelistEnd, Progress
 }

@@ -1,0 +1,19 @@
+package main
+
+import (
+	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
+	"github.com/kube-cdc/kube-cdc/internal/source"
+)
+
+// The wiring's compile-time checks: each sink is a pipeline.Sink and a source stream a
+// pipeline.Streamer. They live here, where the pieces meet, so that no sink imports the
+// pipeline and the pipeline imports no source.
+var (
+	_ pipeline.Sink     = (*postgres.Sink)(nil)
+	_ pipeline.Sink     = (*kafka.Sink)(nil)
+	_ pipeline.Sink     = (*stdout.Sink)(nil)
+	_ pipeline.Streamer = (*source.Stream)(nil)
+)
