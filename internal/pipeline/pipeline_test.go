@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
@@ -20,8 +22,9 @@ type memSink struct {
 	ckpt    change.RV
 	objects map[change.Key]change.Entry
 	log     []change.Change
-	batches int
+	batches []change.Batch
 	block   chan struct{} // while non-nil and open, Write blocks
+	writing chan struct{} // when non-nil, told (without blocking) that a Write began
 }
 
 func newMemSink(name string) *memSink {
@@ -45,6 +48,12 @@ func (s *memSink) KeyIndex(_ context.Context, _ change.Resource, fn func(change.
 	return nil
 }
 func (s *memSink) Write(ctx context.Context, b change.Batch) error {
+	if s.writing != nil {
+		select {
+		case s.writing <- struct{}{}:
+		default:
+		}
+	}
 	if s.block != nil {
 		select {
 		case <-s.block:
@@ -54,7 +63,7 @@ func (s *memSink) Write(ctx context.Context, b change.Batch) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches++
+	s.batches = append(s.batches, b)
 	for _, c := range b.Changes {
 		s.log = append(s.log, c)
 		if c.Op == change.OpDelete {
@@ -110,8 +119,13 @@ func watched(op change.Op, c change.Change) change.Event {
 
 func run(t *testing.T, sinks []Sink, events func(change.RV) []change.Event) {
 	t.Helper()
+	runWith(t, sinks, Options{MaxWait: time.Millisecond}, events)
+}
+
+func runWith(t *testing.T, sinks []Sink, opts Options, events func(change.RV) []change.Event) {
+	t.Helper()
 	done := make(chan struct{})
-	p := New(Options{MaxWait: time.Millisecond}, sinks, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := New(opts, sinks, []Target{{Resource: cms, NewStream: func() Streamer {
 		return &script{events: events, done: done}
 	}}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -210,7 +224,9 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 	var mu sync.Mutex
 	var starts []change.RV
 	done := make(chan struct{})
-	p := New(Options{MaxWait: time.Millisecond, Buffer: 4, DetachAfter: 20 * time.Millisecond, BatchSize: 5},
+	clk := clocktesting.NewFakeClock(time.Now())
+	// BatchSize 1 cuts every batch at once, so only DetachAfter waits on the clock.
+	p := New(Options{Buffer: 4, DetachAfter: time.Minute, BatchSize: 1, Clock: clk},
 		[]Sink{fast, slow}, []Target{{Resource: cms, NewStream: func() Streamer {
 			return &script{events: func(from change.RV) []change.Event {
 				mu.Lock()
@@ -228,6 +244,12 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(ctx) }()
+	// The fast sink is held back by the stalled one until a minute passes on the clock.
+	waitFor(t, clk.HasWaiters)
+	if l, _ := fast.snapshot(); len(l) == n {
+		t.Fatal("the fast sink got everything before DetachAfter passed")
+	}
+	clk.Step(time.Minute)
 	waitFor(t, func() bool { l, _ := fast.snapshot(); return len(l) == n })
 	close(slow.block) // the broker is back
 	waitFor(t, func() bool { _, ck := slow.snapshot(); return ck == n })
@@ -317,6 +339,7 @@ func TestTheReconcileDiffOfOneScopeNeverDeletesAnotherScopesObjects(t *testing.T
 func TestALostLeaseAbandonsQueuedChangesInsteadOfFlushingThem(t *testing.T) {
 	s := newMemSink("pg")
 	s.block = make(chan struct{}) // the first write hangs, as on a stalled connection
+	s.writing = make(chan struct{}, 1)
 	errLost := errors.New("lost the lease")
 	done := make(chan struct{})
 	p := New(Options{MaxWait: time.Millisecond, FlushTimeout: time.Minute,
@@ -330,7 +353,7 @@ func TestALostLeaseAbandonsQueuedChangesInsteadOfFlushingThem(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(ctx) }()
 	<-done
-	time.Sleep(20 * time.Millisecond) // let the first batch reach the hanging Write
+	<-s.writing // the first batch reached the hanging Write
 	cancel(errLost)
 	select {
 	case <-errc:
@@ -340,4 +363,105 @@ func TestALostLeaseAbandonsQueuedChangesInsteadOfFlushingThem(t *testing.T) {
 	if log, ck := s.snapshot(); len(log) != 0 || ck != 0 {
 		t.Errorf("wrote %d changes and checkpoint %d after losing the lease, want nothing", len(log), ck)
 	}
+}
+
+// The rule a crash relies on: while a relist runs, its batches carry the checkpoint from
+// before it, so a crash part-way relists again. Were LIST events to advance it, a restart
+// would watch from an RV past objects not yet listed (LIST order is key order, not RV
+// order) and never see them.
+func TestARelistsBatchesKeepTheOldCheckpointUntilTheRelistEnds(t *testing.T) {
+	s := newMemSink("pg")
+	s.ckpt = 5
+	runWith(t, []Sink{s}, Options{MaxWait: time.Millisecond, BatchSize: 2}, func(change.RV) []change.Event {
+		return []change.Event{
+			{Type: change.RelistBegin},
+			listed(obj("a", "u1", 90)),
+			listed(obj("b", "u2", 80)),
+			listed(obj("c", "u3", 70)),
+			listed(obj("d", "u4", 60)),
+			listed(obj("e", "u5", 50)),
+			{Type: change.RelistEnd, RV: 100},
+		}
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var got []string
+	for _, b := range s.batches {
+		got = append(got, fmt.Sprintf("%d changes@%d", len(b.Changes), b.Checkpoint))
+	}
+	if want := "[2 changes@5 2 changes@5 1 changes@100]"; fmt.Sprint(got) != want {
+		t.Errorf("batches = %v, want %s", got, want)
+	}
+}
+
+// MaxWait is measured on the pipeline's clock: a lone change waits for its batch to fill
+// until MaxWait passes, and is written then.
+func TestALoneChangeIsWrittenWhenMaxWaitPassesOnTheClock(t *testing.T) {
+	s := newMemSink("pg")
+	clk := clocktesting.NewFakeClock(time.Now())
+	done := make(chan struct{})
+	p := New(Options{MaxWait: time.Second, Clock: clk}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+		return &script{done: done, events: func(change.RV) []change.Event {
+			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
+		}}
+	}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	<-done
+	waitFor(t, clk.HasWaiters) // the cursor holds the change and waits on the clock
+	if log, _ := s.snapshot(); len(log) != 0 {
+		t.Fatalf("written before MaxWait passed: %v", log)
+	}
+	clk.Step(time.Second)
+	waitFor(t, func() bool { log, _ := s.snapshot(); return len(log) == 1 })
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A retryable write failure is retried after a backoff measured on the pipeline's clock.
+func TestAFailedWriteIsRetriedAfterABackoffOnTheClock(t *testing.T) {
+	s := &flakySink{memSink: newMemSink("pg"), failures: 1}
+	clk := clocktesting.NewFakeClock(time.Now())
+	done := make(chan struct{})
+	p := New(Options{BatchSize: 1, Clock: clk, Backoff: retry.Backoff{Initial: time.Hour, Max: time.Hour}}, []Sink{s},
+		[]Target{{Resource: cms, NewStream: func() Streamer {
+			return &script{done: done, events: func(change.RV) []change.Event {
+				return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
+			}}
+		}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	<-done
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.failures == 0 })
+	waitFor(t, clk.HasWaiters) // the retry waits on the clock, not in real time
+	if log, _ := s.snapshot(); len(log) != 0 {
+		t.Fatalf("retried before the backoff passed: %v", log)
+	}
+	clk.Step(time.Hour)
+	waitFor(t, func() bool { log, _ := s.snapshot(); return len(log) == 1 })
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flakySink fails its first `failures` writes with a retryable error.
+type flakySink struct {
+	*memSink
+	failures int
+}
+
+func (s *flakySink) Write(ctx context.Context, b change.Batch) error {
+	s.mu.Lock()
+	if s.failures > 0 {
+		s.failures--
+		s.mu.Unlock()
+		return errors.New("connection reset")
+	}
+	s.mu.Unlock()
+	return s.memSink.Write(ctx, b)
 }
