@@ -1,0 +1,120 @@
+package layout
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kube-cdc/kube-cdc/"
+
+// deps maps every package of the module to its transitive non-test dependencies.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./...")
+	cmd.Dir = "../.." // the module root; go test runs in the package directory
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		m[strings.TrimPrefix(f[0], module)] = f[1:]
+	}
+	return m
+}
+
+type rule struct {
+	pkgs   func(pkg string) bool // the packages the rule is about
+	banned func(dep string) bool // a dependency they must not have
+	why    string
+}
+
+func under(prefix string) func(string) bool {
+	return func(p string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") }
+}
+
+func anyOf(fs ...func(string) bool) func(string) bool {
+	return func(p string) bool {
+		for _, f := range fs {
+			if f(p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func not(f func(string) bool) func(string) bool { return func(p string) bool { return !f(p) } }
+
+func own(name string) func(string) bool { return under(module + name) }
+
+var (
+	clientGo = under("k8s.io/client-go")
+	kafkaGo  = under("github.com/segmentio/kafka-go")
+	sinks    = []string{"internal/sinks/postgres", "internal/sinks/kafka", "internal/sinks/stdout"}
+)
+
+func rules() []rule {
+	rs := []rule{
+		{
+			pkgs:   not(anyOf(under("internal/source"), under("internal/leader"), under("internal/testenv"), under("cmd"), under("hack"), under("bench"))),
+			banned: clientGo,
+			why:    "only internal/source (and leader, testenv, cmd, hack, bench) may depend on client-go",
+		},
+		{
+			pkgs:   under("internal/change"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "internal/change depends on nothing in the project",
+		},
+		{
+			pkgs:   under("internal/pipeline"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) && !own("internal/change")(d) && !own("internal/retry")(d) },
+			why:    "internal/pipeline imports only change and retry",
+		},
+		{
+			pkgs:   anyOf(under("internal/checkpoint"), under("internal/sinks/stdout"), under("internal/sinks/postgres")),
+			banned: kafkaGo,
+			why:    "Kafka lives in internal/sinks/kafka only",
+		},
+		{
+			pkgs:   anyOf(under("internal/sinks"), under("internal/config"), under("internal/checkpoint"), under("internal/envelope")),
+			banned: anyOf(own("internal/pipeline"), own("internal/source")),
+			why:    "sinks, config, checkpoint stores and the envelope know nothing of the pipeline or the source",
+		},
+	}
+	for _, s := range sinks {
+		var others []func(string) bool
+		for _, o := range sinks {
+			if o != s {
+				others = append(others, own(o))
+			}
+		}
+		rs = append(rs, rule{pkgs: under(s), banned: anyOf(others...), why: s + " imports no other sink"})
+	}
+	return rs
+}
+
+func TestImportsFollowTheDataFlow(t *testing.T) {
+	all := deps(t)
+	if len(all) < 10 {
+		t.Fatalf("go list found only %d packages", len(all))
+	}
+	for _, r := range rules() {
+		for pkg, ds := range all {
+			if !r.pkgs(pkg) {
+				continue
+			}
+			for _, d := range ds {
+				if r.banned(d) {
+					t.Errorf("%s depends on %s: %s", pkg, d, r.why)
+					break
+				}
+			}
+		}
+	}
+}
