@@ -3,9 +3,18 @@ package config
 import (
 	"os"
 	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 )
 
-// Defaults of the keys outside lists, as koanf key paths.
+// Defaults of the keys outside lists, as koanf key paths. Where a package owns a default
+// (its options' Default… constants) this reads it rather than copying the literal; the
+// kubernetes and leaderElection keys are defined here because the packages behind them
+// (source, leader) import client-go, which config must not.
 func defaults() map[string]any {
 	identity, _ := os.Hostname()
 	return map[string]any{
@@ -17,11 +26,11 @@ func defaults() map[string]any {
 		"kubernetes.compression":       false,
 		"kubernetes.pageSize":          500,
 		"transforms.redactSecrets":     true,
-		"pipeline.batchSize":           5000,
-		"pipeline.batchBytes":          4 << 20,
-		"pipeline.maxWait":             10 * time.Millisecond,
-		"pipeline.buffer":              256,
-		"pipeline.detachAfter":         10 * time.Second,
+		"pipeline.batchSize":           pipeline.DefaultBatchSize,
+		"pipeline.batchBytes":          pipeline.DefaultBatchBytes,
+		"pipeline.maxWait":             pipeline.DefaultMaxWait,
+		"pipeline.buffer":              pipeline.DefaultBuffer,
+		"pipeline.detachAfter":         pipeline.DefaultDetachAfter,
 		"metrics.address":              ":9090",
 		"log.level":                    "info",
 		"log.format":                   "text",
@@ -43,40 +52,36 @@ func sinkDefaults(typ string) map[string]any {
 	case SinkPostgres:
 		return map[string]any{
 			"postgres": map[string]any{
-				"schema":     "kube_cdc",
-				"migrate":    true,
+				"schema":     postgres.DefaultSchema,
+				"migrate":    postgres.DefaultMigrate,
 				"hardDelete": false,
 				"retention":  time.Duration(0),
-				"maxConns":   4,
+				"maxConns":   postgres.DefaultMaxConns,
 			},
 		}
 	case SinkKafka:
 		return map[string]any{
 			"kafka": map[string]any{
-				"topic":             "kube.{cluster}.{group}.{resource}",
-				"partitions":        6,
-				"replicationFactor": 1,
+				"topic":             kafka.DefaultTopic,
+				"partitions":        kafka.DefaultPartitions,
+				"replicationFactor": kafka.DefaultReplicationFactor,
 				"compression":       "none",
-				"batchTimeout":      5 * time.Millisecond,
-				"writeTimeout":      10 * time.Second,
+				"batchTimeout":      kafka.DefaultBatchTimeout,
+				"writeTimeout":      kafka.DefaultWriteTimeout,
 			},
-			"checkpoint": map[string]any{
-				"type":  "file",
-				"path":  "kube-cdc-state.db",
-				"topic": "kube-cdc.offsets.{cluster}",
-			},
+			"checkpoint": checkpointDefaults(kafka.DefaultCheckpointType),
 		}
 	case SinkStdout:
 		return map[string]any{
-			"stdout": map[string]any{},
-			"checkpoint": map[string]any{
-				"type":  "none",
-				"path":  "kube-cdc-state.db",
-				"topic": "kube-cdc.offsets.{cluster}",
-			},
+			"stdout":     map[string]any{},
+			"checkpoint": checkpointDefaults(stdout.DefaultCheckpointType),
 		}
 	}
 	return nil
+}
+
+func checkpointDefaults(typ string) map[string]any {
+	return map[string]any{"type": typ, "path": checkpoint.DefaultPath, "topic": kafka.DefaultOffsetsTopic}
 }
 
 // fillDefaults sets every key of def that m lacks (or holds null), recursing into maps.

@@ -11,16 +11,8 @@ type keyInfo struct {
 	typ  reflect.Type // the Go type of the leaf
 }
 
-// Keys returns the path of every leaf key of Config, with "[]" standing for a list index
+// leafKeys returns every leaf key of Config, with "[]" standing for a list index
 // ("sinks.[].kafka.brokers"), in struct order.
-func Keys() []string {
-	var out []string
-	for _, k := range leafKeys() {
-		out = append(out, k.path)
-	}
-	return out
-}
-
 func leafKeys() []keyInfo {
 	var out []keyInfo
 	walkKeys(reflect.TypeFor[Config](), "", &out)

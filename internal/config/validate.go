@@ -73,8 +73,8 @@ func (c *Config) validateResources() error {
 		if strings.TrimSpace(r.Name) == "" {
 			return keyErrorf(key+".name", "required")
 		}
-		if strings.Count(r.Name, "/") != 0 && strings.Count(r.Name, "/") != 2 {
-			return keyErrorf(key+".name", "%q: want a plural, plural.group or group/version/resource", r.Name)
+		if strings.Count(r.Name, "/") > 2 {
+			return keyErrorf(key+".name", "%q: want a plural, plural.group, version/resource (core group) or group/version/resource", r.Name)
 		}
 		for j, ns := range r.Namespaces {
 			if strings.TrimSpace(ns) == "" {

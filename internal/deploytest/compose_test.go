@@ -193,7 +193,7 @@ func TestComposeKubeCDCConfig(t *testing.T) {
 		t.Fatalf("sinks %+v", c.Sinks)
 	}
 	if dsn := types[config.SinkPostgres].Postgres.DSN; dsn != "postgres://kube_cdc:kube_cdc@postgres:5432/cmdb?sslmode=disable" {
-		t.Errorf("postgres DSN %q: the environment override did not apply", config.RedactDSN(dsn))
+		t.Errorf("postgres DSN (%d bytes): the environment override did not apply", len(dsn))
 	}
 	if !reflect.DeepEqual(types[config.SinkKafka].Kafka.Brokers, []string{"kafka:9092"}) {
 		t.Errorf("kafka brokers %v", types[config.SinkKafka].Kafka.Brokers)

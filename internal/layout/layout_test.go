@@ -82,9 +82,14 @@ func rules() []rule {
 			why:    "Kafka lives in internal/sinks/kafka only",
 		},
 		{
-			pkgs:   anyOf(under("internal/sinks"), under("internal/config"), under("internal/checkpoint"), under("internal/envelope")),
+			pkgs:   anyOf(under("internal/sinks"), under("internal/checkpoint"), under("internal/envelope")),
 			banned: anyOf(own("internal/pipeline"), own("internal/source")),
-			why:    "sinks, config, checkpoint stores and the envelope know nothing of the pipeline or the source",
+			why:    "sinks, checkpoint stores and the envelope know nothing of the pipeline or the source",
+		},
+		{
+			pkgs:   under("internal/config"),
+			banned: own("internal/source"),
+			why:    "config reads the client-go-free packages' defaults, never the source's",
 		},
 	}
 	for _, s := range sinks {

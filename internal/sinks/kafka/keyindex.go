@@ -15,15 +15,20 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
 )
 
-// DefaultOffsetsTopic is the default topic of the kafka checkpoint store.
-const DefaultOffsetsTopic = "kube-cdc.offsets.{cluster}"
+// Checkpoint defaults of a Kafka sink: a file store unless configured; the kafka store's
+// topic.
+const (
+	DefaultCheckpointType = checkpoint.TypeFile
+	TypeKafkaCheckpoint   = "kafka"
+	DefaultOffsetsTopic   = "kube-cdc.offsets.{cluster}"
+)
 
 // OpenCheckpoint opens the checkpoint store cp selects for a Kafka sink with these
 // options: kafka (a compacted offsets topic on the sink's own brokers, with its TLS and
 // SASL, and the key index rebuilt from the sink's data topics), or one of the stores
 // internal/checkpoint provides. An empty type means file, as for every sink.
 func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkpoint.Options) (checkpoint.Store, error) {
-	if !strings.EqualFold(cp.Type, "kafka") {
+	if !strings.EqualFold(cp.Type, TypeKafkaCheckpoint) {
 		return checkpoint.Open(cp)
 	}
 	opts = withDefaults(opts)

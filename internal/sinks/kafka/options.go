@@ -7,19 +7,19 @@ type Options struct {
 	// Brokers are the bootstrap brokers, host:port. Required.
 	Brokers []string `koanf:"brokers"`
 	// Topic is a template: {cluster}, {group} ("core" for the core group), {version},
-	// {resource}. Default "kube.{cluster}.{group}.{resource}". A fixed name works too.
+	// {resource}. Default DefaultTopic. A fixed name works too.
 	Topic string `koanf:"topic"`
 	// CreateTopics creates missing topics with Partitions, ReplicationFactor and
 	// cleanup.policy=compact. Default false: a missing topic is an error naming it.
 	CreateTopics      bool `koanf:"createTopics"`
-	Partitions        int  `koanf:"partitions"`        // default 6
-	ReplicationFactor int  `koanf:"replicationFactor"` // default 1
+	Partitions        int  `koanf:"partitions"`        // default DefaultPartitions
+	ReplicationFactor int  `koanf:"replicationFactor"` // default DefaultReplicationFactor
 	// Compression: none | gzip | snappy | lz4 | zstd. Default none.
 	Compression string `koanf:"compression"`
-	// BatchTimeout bounds how long the writer waits to fill a batch. Default 5ms (kafka-go's
+	// BatchTimeout bounds how long the writer waits to fill a batch. Default DefaultBatchTimeout (kafka-go's
 	// own default of 1s would add a second to every change).
 	BatchTimeout time.Duration `koanf:"batchTimeout"`
-	// WriteTimeout bounds one produce request. Default 10s.
+	// WriteTimeout bounds one produce request. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration `koanf:"writeTimeout"`
 	TLS          TLS           `koanf:"tls"`
 	SASL         SASL          `koanf:"sasl"`

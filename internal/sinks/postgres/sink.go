@@ -43,10 +43,10 @@ type Sink struct {
 // is the config layer's: a false here is an explicit choice).
 func (o Options) withDefaults() Options {
 	if o.Schema == "" {
-		o.Schema = "kube_cdc"
+		o.Schema = DefaultSchema
 	}
 	if o.MaxConns <= 0 {
-		o.MaxConns = 4
+		o.MaxConns = DefaultMaxConns
 	}
 	return o
 }
