@@ -3,9 +3,9 @@ SHELL := /usr/bin/env bash
 GO ?= go
 PKGS := ./...
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
-UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/source/... ./internal/pipeline/... \
+UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... \
 	./internal/config/... ./internal/envelope/... ./internal/metrics/... ./internal/leader/... \
-	./internal/sinks/stdout/... ./cmd/...
+	./internal/checkpoint/... ./internal/sinks/stdout/... ./cmd/...
 # Tests that start servers take their binaries from here (see hack/testbin/build.sh).
 export KUBE_CDC_TESTBIN ?= $(shell hack/testbin/build.sh --print-dir 2>/dev/null)
 
@@ -24,7 +24,8 @@ testbin: ## Build kube-apiserver and etcd for the tests into a cache outside the
 	@hack/testbin/build.sh >/dev/null
 
 test: testbin ## Run every test (unit, integration, end-to-end) with -race against real servers.
-	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+	@echo "go test -race: building the test binaries (a few minutes when the build cache is cold), then a line as each package starts and ends"
+	@set -o pipefail; $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./hack/testprogress
 
 test-unit: ## Run only the tests that need no server.
 	$(GO) test -race -count=1 $(UNIT_PKGS)

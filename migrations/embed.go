@@ -1,5 +1,5 @@
 // Package migrations holds kube-cdc's PostgreSQL schema as versioned SQL files, embedded
-// in the binary (design §4, a contract). Files are applied in name order, each once, in
+// in the binary (docs/contract.md, "PostgreSQL schema"). Files are applied in name order, each once, in
 // its own transaction, with search_path set to the configured schema, so the SQL names
 // no schema. Never edit an applied file: add the next number instead.
 package migrations

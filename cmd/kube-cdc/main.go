@@ -1,5 +1,5 @@
 // Command kube-cdc streams the state of a Kubernetes cluster into PostgreSQL, Kafka or
-// stdout: `run`, `migrate`, `check`, `status`, `version` (design §7). This package only
+// stdout: `run`, `migrate`, `check`, `status`, `version` (docs/contract.md, "CLI and configuration"). This package only
 // wires the internal packages together.
 package main
 

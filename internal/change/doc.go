@@ -1,5 +1,5 @@
 // Package change is kube-cdc's change model: the values that flow from a source through
-// the pipeline to every sink (design §2, a contract).
+// the pipeline to every sink (docs/contract.md, "Change log").
 //
 // A Change is one observed (or inferred) state transition of one Kubernetes object, keyed by
 // (resource, namespace, name) and ordered per key by resource version. A Batch is an ordered

@@ -34,7 +34,7 @@ type Kubernetes struct {
 	QPS     float32 `koanf:"qps"`   // client-side rate limit, default 50
 	Burst   int     `koanf:"burst"` // default 100
 	// Compression asks the apiserver for gzip. Default false: gzip costs more CPU than it
-	// saves on a fast network (design §8).
+	// saves on a fast network (docs/contract.md, "Performance notes").
 	Compression bool `koanf:"compression"`
 	// PageSize is the LIST page size (limit). Default 500.
 	PageSize int64 `koanf:"pageSize"`

@@ -1,4 +1,4 @@
-// Package config loads kube-cdc's configuration (design §7, a contract) and checks it
+// Package config loads kube-cdc's configuration (docs/contract.md, "CLI and configuration") and checks it
 // before anything starts.
 //
 // Layers, each overriding the one before: defaults < YAML file < environment variables

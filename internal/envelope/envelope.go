@@ -33,7 +33,7 @@ func OpCode(c *change.Change) string {
 // Append appends c's envelope to dst and returns the extended slice. No trailing newline.
 //
 // A delete carries the last state in "before" and null "after"; anything else carries the
-// object in "after" and null "before" (the previous state is not kept, design §1.6). An
+// object in "after" and null "before" (the previous state is not kept: no object cache, docs/architecture.md). An
 // inferred delete has no last state: both are null. ts_ms is c.EventTime() in Unix
 // milliseconds (0 when unset). source.resourceVersion is a string, as in metadata, so
 // consumers in languages with 53-bit numbers compare it exactly.

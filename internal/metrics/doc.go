@@ -1,5 +1,5 @@
 // Package metrics is kube-cdc's Prometheus instrumentation and its HTTP endpoint
-// (design §7): /metrics, /healthz and /readyz on one listener.
+// (docs/contract.md, "CLI and configuration"): /metrics, /healthz and /readyz on one listener.
 //
 // There is no global state: New registers every series on its own registry (plus the Go
 // and process collectors), so tests and several pipelines in one process never collide.

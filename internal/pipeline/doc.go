@@ -5,7 +5,7 @@
 //	stream ──events──► fan-out ──► cursor(sink A) ──Batch──► A.Write (rows + checkpoint)
 //	                          └──► cursor(sink B) ──Batch──► B.Write
 //
-// Guarantees this package provides (design §1, §3):
+// Guarantees this package provides (README.md "Guarantees", docs/architecture.md):
 //   - Per resource, changes reach each sink in watch order; a batch is written whole or
 //     retried whole (sinks are idempotent), and the checkpoint a batch carries never
 //     passes a change that is not in that batch or an earlier one.
