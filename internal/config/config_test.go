@@ -324,3 +324,17 @@ func TestResourceNamesTakeEveryFormTheResolverKnows(t *testing.T) {
 		t.Errorf("a/b/c/d: error %v, want one naming resources[0].name", err)
 	}
 }
+
+func TestAnEmptyCheckpointTypeMeansTheSinkTypesDefaultLikeAnUnsetOne(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`sinks: [{name: s, type: stdout, checkpoint: {type: ""}}]`, "none"},
+		{`sinks: [{name: s, type: stdout}]`, "none"},
+		{`sinks: [{name: k, type: kafka, kafka: {brokers: ["b:9092"]}, checkpoint: {type: ""}}]`, "file"},
+		{`sinks: [{name: k, type: kafka, kafka: {brokers: ["b:9092"]}}]`, "file"},
+	} {
+		c := mustLoad(t, tc.yaml+"\n")
+		if got := c.Sinks[0].Checkpoint.Type; got != tc.want {
+			t.Errorf("%s: checkpoint type %q, want %q", tc.yaml, got, tc.want)
+		}
+	}
+}

@@ -202,6 +202,9 @@ func fillListDefaults(raw map[string]any) error {
 			continue
 		}
 		typ, _ := m["type"].(string)
+		if cp, ok := m["checkpoint"].(map[string]any); ok && cp["type"] == "" {
+			delete(cp, "type") // "" means the sink type's default, as when unset
+		}
 		if def := sinkDefaults(typ); def != nil {
 			fillDefaults(m, def)
 		}
