@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
 )
@@ -246,4 +248,37 @@ func (k *Kafka) Cluster() *kfake.Cluster {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cluster
+}
+
+// FailProduce makes the broker refuse the next n produce requests for one partition of
+// topic (n < 0: every one until the returned handle's Remove) with UNKNOWN_SERVER_ERROR,
+// leaving the topic's other partitions alone, so a writer sending to several partitions
+// sees some records acknowledged and the rest refused. kafka-go does not retry that error
+// itself, so each refused request is one failed WriteMessages for that partition's
+// records. The handle's Hits counts the refusals. The fault does not survive StopBroker.
+func (k *Kafka) FailProduce(topic string, partition int32, n int) (*kfake.FaultHandle, error) {
+	c, err := k.running()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, errors.New("FailProduce: n is 0")
+	}
+	return c.Fault(kfake.Fault{
+		Keys:       []kmsg.Key{kmsg.Produce},
+		Topic:      topic,
+		Partitions: []int32{partition},
+		Err:        kerr.UnknownServerError,
+		Count:      n,
+	}), nil
+}
+
+// PartitionOf is the partition kafka-go's hash balancer (the Kafka sink's) puts key on
+// in a topic of the given number of partitions.
+func PartitionOf(key string, partitions int) int32 {
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	return int32((&kafka.Hash{}).Balance(kafka.Message{Key: []byte(key)}, ps...))
 }

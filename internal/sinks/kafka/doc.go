@@ -1,7 +1,7 @@
 // Package kafka is the Kafka sink: every change becomes a record on a per-resource topic,
 // and the checkpoint moves only after the brokers acknowledged the whole batch.
 //
-// # Records (contract, design §5)
+// # Records (a contract: docs/contract.md, "Kafka records")
 //
 //   - Topic: Options.Topic expanded by TopicName, default "kube.{cluster}.{group}.{resource}"
 //     with "core" for the core group, e.g. kube.prod.apps.deployments.
@@ -21,7 +21,10 @@
 //     the last state in before (null for an inferred delete, which was never observed)
 //     and is followed by a second record with the same key and a null value, so log
 //     compaction drops the key. before of an update is always null: kube-cdc keeps no
-//     object cache. ts_ms and the record timestamp are when kube-cdc observed the change.
+//     object cache. ts_ms and the record timestamp are the change's own time
+//     (change.EventTime: the newest time the object itself records, so a re-emit is an
+//     exact copy; for a change without one, such as an inferred delete, when kube-cdc
+//     observed it; the epoch when neither is known).
 //
 //   - Headers: kube-cdc.op (the op letter), kube-cdc.rv, kube-cdc.resource (e.g.
 //     "deployments.apps"). The tombstone carries them too.
@@ -36,8 +39,10 @@
 // tolerate a re-emit that lands after a newer record of the same key, ignore a record
 // whose RV is below the newest they applied for that key.
 //
-// Under a partial failure kafka-go reports per-message errors; the acknowledged prefix is
-// kept and only the rest is written again, so a batch never goes out of order.
+// Under a partial failure (some partitions acknowledge, one refuses) kafka-go reports
+// per-message errors; the acknowledged records are done, and only the refused ones, in
+// their order, are written again, within the same write and by the pipeline's retry of the
+// prepared write alike, so no record of a batch goes out twice and each key stays in order.
 //
 // # Errors
 //
@@ -49,5 +54,5 @@
 //
 // The sink keeps neither; a checkpoint.Store does (OpenCheckpoint). With the kafka store
 // the checkpoint lives in a compacted offsets topic and the key index is rebuilt from the
-// data topics at relist time (TopicKeyIndex).
+// data topics at relist time (topicKeyIndex).
 package kafka

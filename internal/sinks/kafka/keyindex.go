@@ -45,25 +45,37 @@ func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkp
 		brokers:           opts.Brokers,
 		transport:         tr,
 		replicationFactor: opts.ReplicationFactor,
-		keyIndex:          topicKeyIndex(&kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}, cluster, opts.Topic),
+		keyIndex:          topicKeyIndex(opts, cluster),
 	})
 }
 
 // topicKeyIndex rebuilds the key index of a resource from its data topic: the latest
 // record per key wins; a null-value tombstone or an op=d record removes the key. Records
 // of other resources (a fixed topic name shared by several) are told apart by the
-// kube-cdc.resource header, and of other clusters by source.cluster.
+// kube-cdc.resource header, and of other clusters by source.cluster. A record older than
+// a delete of its key read before it (a replayed older batch) does not bring the key back.
+//
+// Each call connects afresh: kafka-go's transport answers metadata requests from a cache
+// refreshed every few seconds, so a client kept from before the sink created a data topic
+// took the topic for missing and returned an empty index.
 //
 // It reads the whole topic on each call (once per relist), decoding only the envelope's
 // source. Measured with the in-process kfake broker on a 2-core machine: 20,000 keys of
 // 1.3 KB objects (25 MB) rebuild in 0.4–0.5 s; decoding whole envelopes took 0.75–1 s
 // (TestKeyIndexRebuildFrom20kRecords).
-func topicKeyIndex(client *kafka.Client, cluster, topicTemplate string) keyIndexFunc {
+func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 	return func(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
-		topic := TopicName(topicTemplate, cluster, res)
+		topic := TopicName(opts.Topic, cluster, res)
 		id := res.ID()
+		tr, err := NewTransport(opts)
+		if err != nil {
+			return err
+		}
+		defer tr.CloseIdleConnections()
+		client := &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}
 		index := map[string]change.Entry{}
-		err := kafkascan.Topic(ctx, client, topic, func(m kafka.Message) error {
+		deleted := map[string]change.RV{} // key → RV of its latest delete
+		err = kafkascan.Topic(ctx, client, topic, func(m kafka.Message) error {
 			var op, rvs, resource string
 			for _, h := range m.Headers {
 				switch h.Key {
@@ -80,25 +92,30 @@ func topicKeyIndex(client *kafka.Client, cluster, topicTemplate string) keyIndex
 			}
 			key := string(m.Key)
 			rv, _ := change.ParseRV(rvs)
-			if old, ok := index[key]; ok && rv != 0 && old.RV > rv {
-				return nil // a stale re-emit after a newer version
+			if rv != 0 {
+				if old, ok := index[key]; ok && old.RV > rv {
+					return nil // a stale re-emit after a newer version
+				}
+				if d, ok := deleted[key]; ok && d > rv {
+					return nil // a stale re-emit after a newer delete
+				}
 			}
 			if m.Value == nil || op == "d" {
 				delete(index, key)
+				deleted[key] = max(deleted[key], rv)
 				return nil
 			}
 			src, err := decodeSource(m.Value)
 			if err != nil {
 				return fmt.Errorf("%s/%d@%d: %w", topic, m.Partition, m.Offset, err)
 			}
-			env := struct{ Source source }{src}
-			if env.Source.Cluster != cluster {
+			if src.Cluster != cluster {
 				return nil
 			}
 			if rv == 0 {
-				rv, _ = change.ParseRV(env.Source.ResourceVersion)
+				rv, _ = change.ParseRV(src.ResourceVersion)
 			}
-			index[key] = change.Entry{UID: env.Source.UID, RV: rv}
+			index[key] = change.Entry{UID: src.UID, RV: rv}
 			return nil
 		})
 		if errors.Is(err, kafka.UnknownTopicOrPartition) {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
@@ -41,5 +42,35 @@ func TestDecodeSourceFindsTheEnvelopesSourceEvenWhenTheObjectHasOne(t *testing.T
 	src, err := decodeSource(v)
 	if err != nil || src.UID != "the-uid" || src.Cluster != "prod" || src.ResourceVersion != "42" {
 		t.Errorf("decodeSource = %+v, %v", src, err)
+	}
+}
+
+func TestTheRecordTimeAndTsMsAreTheChangesOwnTimeElseWhenItWasObserved(t *testing.T) {
+	own := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	seen := own.Add(time.Hour)
+	for _, tc := range []struct {
+		name       string
+		time, seen time.Time
+		want       time.Time
+	}{
+		{"own time", own, seen, own},
+		{"no own time", time.Time{}, seen, seen},
+		{"neither", time.Time{}, time.Time{}, time.UnixMilli(0)},
+	} {
+		c := chg(deployments, "ns", "a", 1, change.OpDelete, `{}`)
+		c.Time, c.ObservedAt = tc.time, tc.seen
+		msgs := appendMessages(nil, "t", &c)
+		var e decodedEnvelope
+		if err := json.Unmarshal(msgs[0].Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range msgs { // the delete and its tombstone
+			if !m.Time.Equal(tc.want) {
+				t.Errorf("%s: record %d time %v, want %v", tc.name, i, m.Time, tc.want)
+			}
+		}
+		if e.TsMs != tc.want.UnixMilli() {
+			t.Errorf("%s: ts_ms %d, want %d", tc.name, e.TsMs, tc.want.UnixMilli())
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,8 +29,8 @@ const (
 // allocates that many message slots (≈150 B each) for every partition batch it starts,
 // however few records it holds: at 2,048 a steady stream of one-change writes made
 // ≈0.3 MB of garbage per write and the GC a third of the daemon's CPU. 512 slots of
-// ~1.5 KB records already reach kafka-go's 1 MiB BatchBytes; bigger pipeline batches go out
-// as several requests per partition, in order.
+// ~1.5 KB records already reach kafka-go's 1 MiB BatchBytes; produce cuts bigger pipeline
+// batches into chunks that go out one after the other.
 const writerBatchSize = 512
 
 // withDefaults fills Options' documented defaults.
@@ -105,13 +106,11 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		// Per-key order: one key, one partition.
 		Balancer:     &kafka.Hash{},
 		BatchTimeout: opts.BatchTimeout,
-		// A pipeline batch (plus a tombstone per delete) goes out in one produce request
-		// per partition. kafka-go allocates BatchSize messages
-		// per partition batch up front, so "unlimited" (1<<20) cost 150 MB per write;
-		// bigger pipeline batches are split into several requests, still in order.
-		// BatchBytes (kafka-go's default 1 MiB, the broker's default message.max.bytes)
-		// splits big batches too.
+		// Each chunk of a pipeline batch (chunkLen) goes out in one produce request per
+		// partition. kafka-go allocates BatchSize messages per partition batch up front,
+		// so "unlimited" (1<<20) cost 150 MB per write.
 		BatchSize:       writerBatchSize,
+		BatchBytes:      writerBatchBytes,
 		WriteTimeout:    opts.WriteTimeout,
 		ReadTimeout:     opts.WriteTimeout,
 		Compression:     comp,
@@ -193,12 +192,54 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 	}
 }
 
-// produce writes msgs and returns the ones still unacknowledged (none on success).
-// kafka-go reports failures per message (WriteErrors): records it acknowledged are done
-// and never sent again; the rest, still in their order, are written again as long as
-// each attempt gets further. A write that makes no progress returns, retryable unless
-// the broker's answer says retrying cannot help.
+// produce writes msgs and returns the ones still unacknowledged (none on success), in
+// chunks that kafka-go sends as at most one produce request per partition (chunkLen): a
+// partition whose records went out in two requests could have the first refused and the
+// second acknowledged, and writing the first again would then put older versions of a
+// key after newer ones. A chunk is acknowledged whole before the next one goes out.
 func (s *Sink) produce(ctx context.Context, topic string, msgs []kafka.Message) ([]kafka.Message, error) {
+	for len(msgs) > 0 {
+		n := chunkLen(msgs)
+		rest, err := s.produceChunk(ctx, topic, msgs[:n])
+		if err != nil {
+			return slices.Concat(rest, msgs[n:]), err
+		}
+		msgs = msgs[n:]
+	}
+	return nil, nil
+}
+
+// writerBatchBytes is the kafka-go writer's BatchBytes (its default, and the broker's
+// default message.max.bytes): the most one produce request carries per partition.
+const writerBatchBytes = 1 << 20
+
+// recordOverhead bounds what kafka-go adds to a record's key, value and headers when it
+// sizes a batch (length varints, offset and timestamp deltas, attributes).
+const recordOverhead = 64
+
+// chunkLen is how many of msgs, from the first, fit one kafka-go batch whatever partitions
+// they land on: at most writerBatchSize records of at most writerBatchBytes in all. It is
+// at least 1; a record too large for a batch fails on its own.
+func chunkLen(msgs []kafka.Message) int {
+	size := 0
+	for i, m := range msgs {
+		size += len(m.Key) + len(m.Value) + recordOverhead
+		for _, h := range m.Headers {
+			size += len(h.Key) + len(h.Value) + recordOverhead/8
+		}
+		if i == writerBatchSize || i > 0 && size > writerBatchBytes {
+			return i
+		}
+	}
+	return len(msgs)
+}
+
+// produceChunk writes msgs, one chunk, and returns the ones still unacknowledged (none on
+// success). kafka-go reports failures per message (WriteErrors): records it acknowledged
+// are done and never sent again; the rest, still in their order, are written again as
+// long as each attempt gets further. A write that makes no progress returns, retryable
+// unless the broker's answer says retrying cannot help.
+func (s *Sink) produceChunk(ctx context.Context, topic string, msgs []kafka.Message) ([]kafka.Message, error) {
 	total := len(msgs)
 	for len(msgs) > 0 {
 		err := s.writer.WriteMessages(ctx, msgs...)

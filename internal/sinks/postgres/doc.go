@@ -1,12 +1,12 @@
 // Package postgres is the PostgreSQL sink: current state in objects, an audit trail in
-// changes, and the sink's checkpoints in checkpoints, all in one schema (design §4, a
-// contract; the SQL is in /migrations).
+// changes, and the sink's checkpoints in checkpoints, all in one schema (a contract:
+// docs/contract.md, "PostgreSQL schema"; the SQL is in /migrations).
 //
 // What Write promises:
 //
 //   - Both or neither. A batch's objects rows, its changes rows and its checkpoint commit in
 //     one transaction, so after a crash the checkpoint says exactly what the tables hold
-//     (effectively-once delivery, design §3).
+//     (effectively-once delivery, README.md "Guarantees").
 //   - Idempotence. Writing a batch again inserts no changes row twice (unique on key, RV
 //     and op) and leaves objects as they were; the pipeline may therefore retry any Write
 //     whose outcome it does not know.

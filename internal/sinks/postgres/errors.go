@@ -21,7 +21,8 @@ type sinkError struct {
 func (e *sinkError) Error() string { return e.msg }
 func (e *sinkError) Unwrap() error { return e.err }
 
-// classify marks err terminal or leaves it retryable, in one place (design §1 step 4):
+// classify marks err terminal or leaves it retryable, in one place; the pipeline retries
+// every error that is not retry.Terminal:
 //
 //   - wrong credentials (28P01, 28000), missing privilege (42501), an unknown database
 //     (3D000) or schema objects (3F000, 42P01: run `kube-cdc migrate`), and data the

@@ -84,7 +84,7 @@ func write(t *testing.T, s *Sink, b change.Batch) {
 // objectRow is what a test reads back of one objects row.
 type objectRow struct {
 	UID       string
-	RV        int64
+	RV        change.RV
 	DataRV    string // object->'data'->>'rv': which version's object the row holds; "<null>" without object
 	Labels    string
 	Deleted   bool
@@ -279,7 +279,16 @@ func TestARecreatedObjectRevivesItsRow(t *testing.T) {
 	if !first.Deleted {
 		t.Fatalf("row a not deleted: %+v", first)
 	}
-	time.Sleep(10 * time.Millisecond) // so a reset created_at is visibly later
+	// created_at is the transaction's now(): wait until the server's clock is past the
+	// first one, so a reset created_at is visibly later.
+	clock := connect(t, dsn)
+	eventually(t, 10*time.Second, "the server clock passes the first created_at", func() bool {
+		var later bool
+		if err := clock.QueryRow(testCtx(t), `SELECT now() > $1`, first.CreatedAt).Scan(&later); err != nil {
+			t.Fatal(err)
+		}
+		return later
+	})
 	write(t, s, batch(0, cm("a", "uid-2", 12, change.OpCreate)))
 	a := mustObject(t, dsn, "a")
 	if a.Deleted || a.Inferred || a.UID != "uid-2" || a.RV != 12 || a.DataRV != "12" {
@@ -396,21 +405,28 @@ func blockWrites(t *testing.T, dsn string) (waitBlocked func()) {
 	}
 	return func() {
 		watcher := connect(t, dsn)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
+		defer watcher.Close(context.Background())
+		eventually(t, 30*time.Second, "the Write waits for the lock", func() bool {
 			var waiting int
 			err := watcher.QueryRow(testCtx(t), `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if waiting > 0 {
-				watcher.Close(context.Background())
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+			return waiting > 0
+		})
+	}
+}
+
+// eventually polls cond until it holds, failing the test when it does not within timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
 		}
-		t.Fatal("the Write never waited for the lock")
+		time.Sleep(20 * time.Millisecond) // the poll interval
 	}
 }
 
@@ -716,13 +732,14 @@ func TestRetentionDeletesOldChangesButNoObjects(t *testing.T) {
 
 	retained, _ := newSink(t, Options{DSN: dsn, Migrate: true, Retention: 24 * time.Hour})
 	write(t, retained, batch(12, cm("new", "uid-new", 12, change.OpUpdate)))
-	deadline := time.Now().Add(30 * time.Second)
-	for count(t, dsn, `SELECT count(*) FROM kube_cdc.changes WHERE name = 'old'`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the old changes row was not deleted")
+	conn := connect(t, dsn)
+	eventually(t, 30*time.Second, "retention deletes the old changes row", func() bool {
+		var n int
+		if err := conn.QueryRow(testCtx(t), `SELECT count(*) FROM kube_cdc.changes WHERE name = 'old'`).Scan(&n); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n == 0
+	})
 	if got, want := changesRows(t, dsn), []string{"new@11:create", "new@12:update"}; !slices.Equal(got, want) {
 		t.Errorf("changes = %v, want %v", got, want)
 	}
@@ -733,7 +750,7 @@ func TestRetentionDeletesOldChangesButNoObjects(t *testing.T) {
 
 func TestTwentyThousandChangesWriteInOneBatch(t *testing.T) {
 	s, dsn := newSink(t, Options{})
-	pad := strings.Repeat("x", 1000) // ~1.3 KB objects, as in design §8
+	pad := strings.Repeat("x", 1000) // ~1.3 KB objects, as in docs/contract.md "Performance notes"
 	b := bigBatch(20000, 30000)
 	for i := range b.Changes {
 		b.Changes[i].Object = json.RawMessage(strings.Replace(string(b.Changes[i].Object), `"data":{`, `"data":{"pad":"`+pad+`",`, 1))

@@ -1,9 +1,10 @@
 // Package stdout is the embedded default sink: one JSON line per change, in the same
-// Debezium-style envelope as the Kafka sink's record values (package envelope, design §5),
-// written to an io.Writer (standard output in kube-cdc run).
+// Debezium-style envelope as the Kafka sink's record values (package envelope;
+// docs/contract.md, "Kafka records"), written to an io.Writer (standard output in
+// kube-cdc run).
 //
-// Delivery is at least once, ordered per resource (design §3). A delete is one line with
-// op "d" and the last state in "before"; there is no tombstone line. With a checkpoint
-// store the sink resumes where it stopped; without one it relists and writes a snapshot at
-// every start.
+// Delivery is at least once, ordered per resource (README.md "Guarantees"). A delete is
+// one line with op "d" and the last state in "before"; there is no tombstone line. With a
+// checkpoint store the sink resumes where it stopped; without one it relists and writes a
+// snapshot at every start.
 package stdout

@@ -1,0 +1,41 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// ResourceStatus is one line of `kube-cdc status` for a PostgreSQL sink.
+type ResourceStatus struct {
+	Sink       string
+	Group      string
+	Resource   string
+	Scope      string
+	Checkpoint change.RV
+	UpdatedAt  time.Time // when the checkpoint last moved or was rewritten
+	Live       int64     // objects rows of the resource with deleted_at NULL (all scopes)
+	Deleted    int64     // tombstones
+}
+
+// Status reports every checkpoint of this sink's cluster in the schema (one per sink,
+// resource and scope) with the resource's object counts.
+func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
+	rows, err := s.pool.Query(ctx, s.sql.status, s.cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read status: %w", classify(err, s.password))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ResourceStatus, error) {
+		var r ResourceStatus
+		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read status: %w", classify(err, s.password))
+	}
+	return out, nil
+}
