@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
@@ -39,6 +40,9 @@ func newLogger(cfg *config.Config) *slog.Logger {
 // ends (SIGTERM), then flushes and returns nil.
 func run(ctx context.Context, cfg *config.Config) error {
 	log := newLogger(cfg)
+	// client-go logs through klog (retry watchers, leader election, reflectors); route it
+	// through the same handler so --log-format json holds for every line.
+	klog.SetSlogLogger(log.With("logger", "client-go"))
 	log.Info("starting kube-cdc", "version", version.String(), "cluster", cfg.Cluster,
 		"resources", len(cfg.Resources), "sinks", len(cfg.Sinks))
 	m := metrics.New()
