@@ -8,10 +8,12 @@
 // transforms (drop managedFields, redact Secrets, configured drops) edit the bytes with
 // sjson. The only per-object state is what the caller keeps: this package keeps none.
 //
-// Retry policy, beside the code that applies it (stream.go):
+// Retry policy, beside the code that applies it (stream.go runs it, errors.go classifies):
 //   - a watch that closes, silently or with an error, is re-opened from the last RV
-//     (client-go's RetryWatcher), with exponential backoff and jitter between failures;
-//   - 410 Gone / "too old resource version" is never retried: the stream relists;
+//     (client-go's RetryWatcher, watch.go), with exponential backoff and jitter between
+//     failures, waited on the stream's Clock;
+//   - 410 Gone / "too old resource version" is never retried: the stream relists
+//     (relist.go), also when a LIST's continue token expires mid-relist;
 //   - Forbidden, Unauthorized and NotFound are terminal for the resource and returned,
 //     marked with retry.Terminal, so the daemon reports them plainly.
 //

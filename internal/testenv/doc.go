@@ -1,6 +1,6 @@
 // Package testenv starts real servers for kube-cdc's tests on free loopback ports and
 // stops them when the test (or the package's TestMain) ends: etcd + kube-apiserver
-// (kube.go), PostgreSQL (postgres.go) and a Kafka-protocol broker (kafka.go).
+// (kube*.go), PostgreSQL (postgres.go) and a Kafka-protocol broker (kafka.go).
 //
 // Every server keeps its log in a file; on failure the tail is printed. A missing
 // prerequisite fails the test with a message saying how to get it: nothing is skipped.

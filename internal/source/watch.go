@@ -1,0 +1,178 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
+)
+
+// watch follows the resource from rv with client-go's RetryWatcher, which re-opens the
+// watch from the last delivered RV whenever it closes. It returns the last RV delivered
+// and errGone when the server no longer has the history from there.
+func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Context, change.Event) error) (change.RV, error) {
+	res := s.Target.Resource
+	w := &watcher{s: s}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv.String(), w)
+	if err != nil {
+		return rv, fmt.Errorf("resource %s: %w", res.ID(), err)
+	}
+	defer func() {
+		rw.Stop()
+		<-rw.Done()
+	}()
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return rv, nil
+		case ev, ok = <-rw.ResultChan():
+		}
+		if !ok {
+			// The RetryWatcher gave up (it does after errors it does not know); start a
+			// new one from the last RV after a backoff.
+			s.observe(func(o Observer) { o.WatchRestart(res.ID()) })
+			s.sleep(ctx, s.Backoff.Delay(0))
+			return rv, nil
+		}
+		switch ev.Type {
+		case watch.Error:
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return rv, errGone
+			}
+			return rv, classify(res, "watch", err)
+		case watch.Added, watch.Modified, watch.Deleted:
+			o := ev.Object.(*rawObject)
+			if o.bookmark {
+				next, err := change.ParseRV(o.rv)
+				if err != nil {
+					return rv, retry.Terminal(fmt.Errorf("resource %s: bookmark: %w", res.ID(), err))
+				}
+				rv = next
+				w.healthy()
+				if err := emit(ctx, change.Event{Type: change.Progress, RV: rv}); err != nil {
+					return rv, errors.Join(errEmit, err)
+				}
+				continue
+			}
+			c, err := s.toChange(o.data, s.Clock.Now())
+			if err != nil {
+				return rv, err
+			}
+			w.healthy()
+			rv = c.RV
+			if !s.wanted(c.Key.Namespace) {
+				continue
+			}
+			switch ev.Type {
+			case watch.Added:
+				c.Op = change.OpCreate
+			case watch.Modified:
+				c.Op = change.OpUpdate
+			default:
+				c.Op = change.OpDelete
+			}
+			if err := emit(ctx, change.Event{Type: change.Changed, Change: c}); err != nil {
+				return rv, errors.Join(errEmit, err)
+			}
+		}
+	}
+}
+
+// watcher opens watches for the RetryWatcher. It turns bookmarks into in-band events (the
+// RetryWatcher swallows bookmarks, and kube-cdc checkpoints them), turns a 410 answered
+// to the watch request itself into a 410 event (the RetryWatcher would retry it forever),
+// and waits with exponential backoff and jitter between consecutive failed attempts. A
+// watch the server ends cleanly (its timeout, a quiet resource with no bookmark) is no
+// failure: it is re-opened at once (client-go's RetryWatcher paces re-opens to one a
+// second), so a quiet resource's re-opens do not back off ever longer.
+type watcher struct {
+	s        *Stream
+	mu       sync.Mutex
+	opened   bool // a watch was opened before: each later one is a restart
+	failures int  // failed attempts (refused requests, error events) since the last event
+}
+
+func (w *watcher) healthy() {
+	w.mu.Lock()
+	w.failures = 0
+	w.mu.Unlock()
+}
+
+func (w *watcher) failed() {
+	w.mu.Lock()
+	w.failures++
+	w.mu.Unlock()
+}
+
+func (w *watcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w.mu.Lock()
+	restart, n := w.opened, w.failures
+	w.opened = true
+	w.mu.Unlock()
+	if restart {
+		w.s.observe(func(o Observer) { o.WatchRestart(w.s.Target.Resource.ID()) })
+	}
+	if n > 0 {
+		w.s.sleep(ctx, w.s.Backoff.Delay(n-1))
+	}
+	t := w.s.Target
+	timeout := w.s.watchTimeoutSeconds()
+	req := w.s.Clients.watch.Get().AbsPath(collectionPath(t.Resource, w.s.namespace())).
+		Param("watch", "true").
+		Param("resourceVersion", opts.ResourceVersion).
+		Param("allowWatchBookmarks", "true").
+		Param("timeoutSeconds", strconv.FormatInt(timeout, 10))
+	if t.LabelSelector != "" {
+		req = req.Param("labelSelector", t.LabelSelector)
+	}
+	if t.FieldSelector != "" {
+		req = req.Param("fieldSelector", t.FieldSelector)
+	}
+	wi, err := req.Watch(ctx)
+	if err != nil {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			st := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
+			ch := make(chan watch.Event, 1)
+			ch <- watch.Event{Type: watch.Error, Object: &st}
+			close(ch)
+			return watch.NewProxyWatcher(ch), nil
+		}
+		w.failed()
+		return nil, err
+	}
+	return watch.Filter(wi, func(ev watch.Event) (watch.Event, bool) {
+		switch ev.Type {
+		case watch.Error:
+			w.failed() // the RetryWatcher re-opens after most error events
+		case watch.Bookmark:
+			if o, ok := ev.Object.(*rawObject); ok {
+				return watch.Event{Type: watch.Modified, Object: &rawObject{rv: o.rv, bookmark: true}}, true
+			}
+		}
+		return ev, true
+	}), nil
+}
+
+// watchTimeoutSeconds is WatchTimeout in whole seconds (at least 1), or by default 5–10
+// minutes at random, like client-go's reflector, so that connections recycle.
+func (s *Stream) watchTimeoutSeconds() int64 {
+	if s.WatchTimeout > 0 {
+		return max(1, int64((s.WatchTimeout+time.Second-1)/time.Second))
+	}
+	return 300 + rand.Int64N(300)
+}
