@@ -109,13 +109,19 @@ func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
 func TestStatusReadsTheCheckpointStoreOfAStdoutSink(t *testing.T) {
 	ns := namespace(t, "sf")
 	createConfigMaps(t, ns, 0, 4, nil)
+	var newest int64
+	for _, v := range listedConfigMaps(t, ns) {
+		_, rv, _ := strings.Cut(v, "@")
+		newest = max(newest, rvInt(rv))
+	}
 	state := filepath.Join(t.TempDir(), "state.db")
+	addr := opsFreeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf(`cluster: e2e
 kubernetes: {kubeconfig: %q}
 resources: [{name: configmaps, namespaces: [%s]}]
 sinks: [{name: out, type: stdout, checkpoint: {type: file, path: %q}}]
-metrics: {address: ""}
-`, kube.Kubeconfig, ns, state))
+metrics: {address: %q}
+`, kube.Kubeconfig, ns, state, addr))
 	d := start(t, "run", "-c", cfg)
 	eventually(t, 30*time.Second, func() error {
 		if n := strings.Count(d.out.String(), "\n"); n < 4 {
@@ -123,7 +129,8 @@ metrics: {address: ""}
 		}
 		return nil
 	})
-	time.Sleep(200 * time.Millisecond) // the checkpoint commits right after the lines are written
+	// The checkpoint commits right after the lines are written; the gauge moves once it has.
+	waitMetricAbove(t, d, addr, "kube_cdc_checkpoint_resource_version", map[string]string{"sink": "out", "resource": "configmaps"}, float64(newest-1), 30*time.Second)
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)
 	}

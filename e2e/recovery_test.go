@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *testing.T) {
@@ -18,11 +19,19 @@ func TestARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *tes
 	ns := namespace(t, "x")
 	dsn := pg.NewDatabase(t)
 	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "")
-	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
-	createConfigMaps(t, ns, 0, 20, map[string]string{"v": "0"})
-	d := start(t, "run", "-c", cfg)
+	h := &history{}
+	rec := h.configMaps(ns)
+	objs := map[string]*corev1.ConfigMap{}
+	for i := range 20 {
+		c, err := rec.create(ctx, "cm-"+strconv.Itoa(i), map[string]string{"v": "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs[c.Name] = c
+	}
+	first := start(t, "run", "-c", cfg)
 	converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, ns) })
-	if code := d.stop(syscall.SIGTERM); code != 0 {
+	if code := first.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
 	conn := connect(t, dsn)
@@ -30,23 +39,22 @@ func TestARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *tes
 
 	// While kube-cdc is down: delete 3, change 2, create 1; then the history goes.
 	for _, i := range []int{0, 1, 2} {
-		if err := cms.Delete(ctx, "cm-"+strconv.Itoa(i), metav1.DeleteOptions{}); err != nil {
+		name := "cm-" + strconv.Itoa(i)
+		if err := rec.delete(ctx, name, string(objs[name].UID)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	changed := map[string]string{}
 	for _, i := range []int{3, 4} {
-		c, err := cms.Get(ctx, "cm-"+strconv.Itoa(i), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := objs["cm-"+strconv.Itoa(i)].DeepCopy()
 		c.Data["v"] = "changed"
-		if c, err = cms.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		c, err := rec.update(ctx, c)
+		if err != nil {
 			t.Fatal(err)
 		}
 		changed[c.Name] = c.ResourceVersion
 	}
-	if _, err := cms.Create(ctx, configMap(ns, "new", nil), metav1.CreateOptions{}); err != nil {
+	if _, err := rec.create(ctx, "new", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := kube.ExpireHistory(ctx); err != nil {
@@ -54,11 +62,12 @@ func TestARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *tes
 	}
 	want := listedConfigMaps(t, ns)
 
-	d = start(t, "run", "-c", cfg)
+	d := start(t, "run", "-c", cfg)
 	converges(t, dsn, "configmaps", func() map[string]string { return want })
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
+	checkDelivered(t, dsn, ns, h.all(), first, d)
 	for _, i := range []int{0, 1, 2} {
 		if n := count(t, conn, `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = $2 AND deleted_at IS NOT NULL AND delete_inferred`, ns, "cm-"+strconv.Itoa(i)); n != 1 {
 			t.Errorf("cm-%d: not soft-deleted with delete_inferred=true", i)
@@ -104,36 +113,39 @@ func indexFrom(s, sub string, from int) int {
 	return -1
 }
 
-func TestKillDashNineDuringABurstThenRestartConvergesWithoutDuplicates(t *testing.T) {
+func TestKillDashNineDuringABurstThenRestartLosesNothingAndNeverCheckpointsAheadOfTheRows(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "k")
 	dsn := pg.NewDatabase(t)
 	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "")
-	d := start(t, "run", "-c", cfg)
-	conn := connect(t, dsn)
+	first := start(t, "run", "-c", cfg)
 	waitSynced(t, dsn)
+	sampler := startSampler(t, dsn, ns)
 
 	// 2,000 writes from 8 writers: creates, then updates and deletes of some of them.
-	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
+	h := &history{}
+	rec := h.configMaps(ns)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	var killed sync.Once
-	checkpoints := make(chan int64, 100)
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			uids := map[string]string{}
 			for i := range 250 {
 				name := fmt.Sprintf("w%d-%d", w, i%100)
 				var err error
 				switch {
 				case i < 100:
-					_, err = cms.Create(ctx, configMap(ns, name, map[string]string{"i": "0"}), metav1.CreateOptions{})
+					var c *corev1.ConfigMap
+					if c, err = rec.create(ctx, name, map[string]string{"i": "0"}); err == nil {
+						uids[name] = string(c.UID)
+					}
 				case i < 200:
-					var c = configMap(ns, name, map[string]string{"i": strconv.Itoa(i)})
-					_, err = cms.Update(ctx, c, metav1.UpdateOptions{})
+					_, err = rec.update(ctx, configMap(ns, name, map[string]string{"i": strconv.Itoa(i)}))
 				default:
-					err = cms.Delete(ctx, name, metav1.DeleteOptions{})
+					err = rec.delete(ctx, name, uids[name])
 				}
 				if err != nil {
 					errs <- err
@@ -141,10 +153,8 @@ func TestKillDashNineDuringABurstThenRestartConvergesWithoutDuplicates(t *testin
 				}
 				if w == 0 && i == 120 {
 					killed.Do(func() {
-						var rv int64
-						_ = conn.QueryRow(ctx, `SELECT max(resource_version) FROM kube_cdc.checkpoints`).Scan(&rv)
-						checkpoints <- rv
-						_ = d.cmd.Process.Kill() // SIGKILL: no flush, no goodbye
+						sampler.sample()             // the checkpoint the crash leaves behind
+						_ = first.cmd.Process.Kill() // SIGKILL: no flush, no goodbye
 					})
 				}
 			}
@@ -155,34 +165,24 @@ func TestKillDashNineDuringABurstThenRestartConvergesWithoutDuplicates(t *testin
 	for err := range errs {
 		t.Fatal(err)
 	}
-	<-d.done
-	var atKill int64 = <-checkpoints
-	var afterKill int64
-	if err := conn.QueryRow(ctx, `SELECT max(resource_version) FROM kube_cdc.checkpoints`).Scan(&afterKill); err != nil {
-		t.Fatal(err)
-	}
-	if afterKill < atKill {
-		t.Errorf("checkpoint moved backwards across the kill: %d then %d", atKill, afterKill)
-	}
+	<-first.done
 
 	want := listedConfigMaps(t, ns)
-	d = start(t, "run", "-c", cfg)
+	d := start(t, "run", "-c", cfg)
 	converges(t, dsn, "configmaps", func() map[string]string { return want })
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
-	if n := count(t, conn, `SELECT count(*) FROM (SELECT 1 FROM kube_cdc.changes WHERE namespace = $1
-		GROUP BY name, resource_version, op HAVING count(*) > 1) d`, ns); n != 0 {
-		t.Errorf("%d (key, rv, op) appear more than once in changes", n)
+	writes := h.all()
+	checkDelivered(t, dsn, ns, writes, first, d)
+	if sampler.check(t, writes, first, d) == 0 {
+		t.Errorf("no sample checked a write: the checkpoint-vs-rows property was not tested")
 	}
-	var final int64
-	if err := conn.QueryRow(ctx, `SELECT max(resource_version) FROM kube_cdc.checkpoints`).Scan(&final); err != nil {
-		t.Fatal(err)
-	}
-	if final < afterKill {
-		t.Errorf("checkpoint moved backwards after the restart: %d then %d", afterKill, final)
+	if strings.Contains(d.log(), "relisted") {
+		t.Errorf("the restart relisted instead of resuming from the checkpoint:\n%s", d.log())
 	}
 	// Every observed live object and every deleted one is accounted for.
+	conn := connect(t, dsn)
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND deleted_at IS NOT NULL`, ns); n != 8*50 {
 		t.Errorf("%d tombstones, want %d", n, 8*50)
 	}
@@ -194,19 +194,21 @@ func TestAPostgresRestartMidStreamIsRetriedAndLosesNothing(t *testing.T) {
 	dsn := pg.NewDatabase(t)
 	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
 	waitSynced(t, dsn)
-	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
+	h := &history{}
+	rec := h.configMaps(ns)
 	for i := range 50 {
 		if i == 20 {
 			if err := pg.Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := cms.Create(ctx, configMap(ns, "cm-"+strconv.Itoa(i), nil), metav1.CreateOptions{}); err != nil {
+		if _, err := rec.create(ctx, "cm-"+strconv.Itoa(i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := listedConfigMaps(t, ns)
 	converges(t, dsn, "configmaps", func() map[string]string { return want })
+	checkDelivered(t, dsn, ns, h.all(), d)
 	conn := connect(t, dsn)
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = $1`, ns); n != 50 {
 		t.Errorf("%d changes rows, want 50", n)
@@ -242,35 +244,154 @@ func TestAnAPIServerRestartMidStreamIsSurvivedWithARelistAndNoDuplicates(t *test
 	ctx := context.Background()
 	ns := namespace(t, "a")
 	dsn := pg.NewDatabase(t)
-	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
+	addr := opsFreeAddr(t)
+	d := start(t, "run", "-c", writeConfig(t, opsConfigYAML(dsn, ns, addr, "")))
 	waitSynced(t, dsn)
-	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
-	createConfigMaps(t, ns, 0, 20, nil)
+	h := &history{}
+	rec := h.configMaps(ns)
+	create := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := rec.create(ctx, "cm-"+strconv.Itoa(i), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	create(0, 20)
+	res := map[string]string{"resource": "configmaps"}
+	relists, err := metric(addr, "kube_cdc_relists_total", res)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The restarted apiserver's watch cache starts at etcd's current revision: kube-cdc's
-	// watch closes, its re-watch from the last RV gets 410 Gone, and it relists.
+	// watch closes, its re-watch from the last RV gets 410 Gone, and it relists. A write
+	// kube-cdc does not watch (a namespace) puts that revision past kube-cdc's last RV
+	// even if the apiserver writes nothing before its cache starts.
+	namespace(t, "other")
 	if err := kube.RestartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	createConfigMaps(t, ns, 20, 30, nil)
-	if err := cms.Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
+	create(20, 30)
+	cm0 := h.all()[0]
+	if err := rec.delete(ctx, cm0.name, cm0.uid); err != nil {
 		t.Fatal(err)
 	}
 	want := listedConfigMaps(t, ns)
 	converges(t, dsn, "configmaps", func() map[string]string { return want })
-	conn := connect(t, dsn)
-	if n := count(t, conn, `SELECT count(*) FROM (SELECT 1 FROM kube_cdc.changes WHERE namespace = $1
-		GROUP BY name, resource_version, op HAVING count(*) > 1) d`, ns); n != 0 {
-		t.Errorf("%d (key, rv, op) appear more than once in changes", n)
+	waitMetricAbove(t, d, addr, "kube_cdc_gone_total", res, 0, 30*time.Second)
+	waitMetricAbove(t, d, addr, "kube_cdc_relists_total", res, relists, 30*time.Second)
+	if n := len(relistsOf(d)); n < 2 {
+		t.Errorf("%d relists in the log, want the first start's and one after the restart:\n%s", n, d.log())
 	}
+	checkDelivered(t, dsn, ns, h.all(), d)
+	conn := connect(t, dsn)
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = $1 AND op = 'create'`, ns); n != 30 {
 		t.Errorf("%d create rows, want 30 (each object once, watched or listed)", n)
 	}
-	select {
-	case <-d.done:
-		t.Fatalf("kube-cdc exited on an apiserver restart:\n%s", d.log())
-	default:
-	}
+	stillRunning(t, d)
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// A relist cut short by a crash must leave the old checkpoint: the batches it wrote
+// carry no checkpoint of their own, so the restart relists and writes what the first run
+// did not. The objects are created in reverse name order, so the LIST (by name) returns
+// the newest first: a checkpoint taken from the first batches would be ahead of every
+// object of the last one.
+func TestKillDashNineMidRelistKeepsTheOldCheckpointAndTheRestartWritesTheRest(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "l")
+	dsn := pg.NewDatabase(t)
+	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "pipeline:\n  batchSize: 25\n")
+	h := &history{}
+	rec := h.configMaps(ns)
+	const n = 150
+	objs := map[string]*corev1.ConfigMap{}
+	for i := n - 1; i >= 0; i-- {
+		c, err := rec.create(ctx, fmt.Sprintf("cm-%03d", i), map[string]string{"v": "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs[c.Name] = c
+	}
+	if code, out := runCLI(t, "migrate", "-c", cfg); code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", code, out)
+	}
+
+	// Hold the relist's last batch: an uncommitted changes row with the key of the last
+	// listed object's create makes kube-cdc's INSERT … ON CONFLICT wait for this
+	// transaction to end.
+	conn := connect(t, dsn)
+	blocker, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	last := objs[fmt.Sprintf("cm-%03d", n-1)]
+	if _, err := blocker.Exec(ctx, `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid, resource_version, op, observed_at)
+		VALUES ('e2e', '', 'configmaps', $1, $2, $3, $4, 'create', now())`, ns, last.Name, string(last.UID), rvInt(last.ResourceVersion)); err != nil {
+		t.Fatal(err)
+	}
+	sampler := startSampler(t, dsn, ns)
+	first := start(t, "run", "-c", cfg)
+	admin := connect(t, dsn)
+	waiting := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+	eventually(t, 60*time.Second, func() error {
+		if w := count(t, admin, waiting); w == 0 {
+			return errors.New("no write of kube-cdc waits for the held row")
+		}
+		return nil
+	})
+	written := count(t, admin, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = $1`, ns)
+	_ = first.cmd.Process.Kill()
+	<-first.done
+	// The checkpoint the crash left behind covers no object the relist did not write.
+	newSampler(t, dsn, ns).check(t, h.all(), first)
+	// The held batch must not commit after the crash either.
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed mid-relist with %d of %d objects written", written, n)
+	if written == 0 || written >= n {
+		t.Fatalf("%d of %d objects written when the relist was held, want some but not all", written, n)
+	}
+	if n := len(relistsOf(first)); n != 1 {
+		t.Fatalf("%d relists in the first run's log, want 1 (its LIST ended, its writes did not)", n)
+	}
+
+	// While it is down: change 3, delete 2, create 1.
+	for _, i := range []int{0, 70, 149} {
+		c := objs[fmt.Sprintf("cm-%03d", i)].DeepCopy()
+		c.Data["v"] = "1"
+		if _, err := rec.update(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{1, 148} {
+		name := fmt.Sprintf("cm-%03d", i)
+		if err := rec.delete(ctx, name, string(objs[name].UID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rec.create(ctx, "new", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := listedConfigMaps(t, ns)
+	d := start(t, "run", "-c", cfg)
+	converges(t, dsn, "configmaps", func() map[string]string { return want })
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	if n := len(relistsOf(d)); n != 1 {
+		t.Errorf("%d relists after the restart, want 1: the crashed relist left no checkpoint to watch from:\n%s", n, d.log())
+	}
+	writes := h.all()
+	checkDelivered(t, dsn, ns, writes, first, d)
+	if sampler.check(t, writes, first, d) == 0 {
+		t.Errorf("no sample checked a write: the checkpoint-vs-rows property was not tested")
 	}
 }
