@@ -18,12 +18,15 @@ import (
 // Compacting etcd alone is not enough: the apiserver serves watches of cached resources
 // from its watch cache, which keeps its own window of recent events regardless of etcd
 // compaction. So ExpireHistory
-//  1. writes a scratch key outside /registry twice, so that etcd's revision is at least two
+//  1. stops the apiserver, so no client write can land after step 2 and before the
+//     restart (a write there would let a watcher's last RV reach the revision the fresh
+//     watch cache starts at, and no 410 would come);
+//  2. writes a scratch key outside /registry twice, so that etcd's revision is at least two
 //     past any RV a client could hold (a watch from RV r starts at revision r+1, and etcd
 //     still serves a watch that starts exactly at the compacted revision);
-//  2. compacts etcd at that revision (physically), for resources watched straight from
+//  3. compacts etcd at that revision (physically), for resources watched straight from
 //     etcd (watch cache disabled with WatchCacheSizes "resource#0");
-//  3. restarts the apiserver, whose fresh watch caches start from the current revision.
+//  4. starts the apiserver, whose fresh watch caches start from the current revision.
 func (k *Kube) ExpireHistory(ctx context.Context) error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{k.EtcdURL},
@@ -35,18 +38,20 @@ func (k *Kube) ExpireHistory(ctx context.Context) error {
 		return fmt.Errorf("connect to etcd: %w", err)
 	}
 	defer cli.Close()
-	var rev int64
-	for i := range 2 {
-		resp, err := cli.Put(ctx, "/kube-cdc-testenv/expire-history", strconv.Itoa(i))
-		if err != nil {
-			return fmt.Errorf("bump etcd revision: %w", err)
+	return k.restartAPIServerAround(ctx, func() error {
+		var rev int64
+		for i := range 2 {
+			resp, err := cli.Put(ctx, "/kube-cdc-testenv/expire-history", strconv.Itoa(i))
+			if err != nil {
+				return fmt.Errorf("bump etcd revision: %w", err)
+			}
+			rev = resp.Header.Revision
 		}
-		rev = resp.Header.Revision
-	}
-	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
-		return fmt.Errorf("compact etcd at revision %d: %w", rev, err)
-	}
-	return k.RestartAPIServer(ctx)
+		if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+			return fmt.Errorf("compact etcd at revision %d: %w", rev, err)
+		}
+		return nil
+	})
 }
 
 // CompactEtcd compacts etcd's history up to its current revision, and nothing else: the

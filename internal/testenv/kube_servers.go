@@ -158,6 +158,11 @@ func probeURL(ctx context.Context, c *http.Client, url string) string {
 // a watch from an RV older than that gets 410 Gone for any cached resource (as after a real
 // apiserver restart), and its metrics start from zero.
 func (k *Kube) RestartAPIServer(ctx context.Context) error {
+	return k.restartAPIServerAround(ctx, func() error { return nil })
+}
+
+// restartAPIServerAround stops the apiserver, runs between while it is down, and starts it.
+func (k *Kube) restartAPIServerAround(ctx context.Context, between func() error) error {
 	k.mu.Lock()
 	p := k.apiserver
 	k.mu.Unlock()
@@ -165,6 +170,9 @@ func (k *Kube) RestartAPIServer(ctx context.Context) error {
 		return err
 	}
 	k.http.CloseIdleConnections()
+	if err := between(); err != nil {
+		return err
+	}
 	return k.startAPIServer(ctx)
 }
 
