@@ -72,9 +72,11 @@ func rules() []rule {
 			why:    "internal/change depends on nothing in the project",
 		},
 		{
-			pkgs:   under("internal/pipeline"),
-			banned: func(d string) bool { return strings.HasPrefix(d, module) && !own("internal/change")(d) && !own("internal/retry")(d) },
-			why:    "internal/pipeline imports only change and retry",
+			pkgs: under("internal/pipeline"),
+			banned: func(d string) bool {
+				return strings.HasPrefix(d, module) && !own("internal/change")(d) && !own("internal/retry")(d)
+			},
+			why: "internal/pipeline imports only change and retry",
 		},
 		{
 			pkgs:   anyOf(under("internal/checkpoint"), under("internal/sinks/stdout"), under("internal/sinks/postgres")),
