@@ -66,42 +66,197 @@ config.resources is absent (a test keeps the two equal).
 {{- end -}}
 
 {{/*
-kube-cdc.rbacRules turns each configured resource name into one read-only rule:
-"configmaps" → core group; "deployments.apps" → group apps; "example.com/v1/widgets" →
-group example.com. A resource named twice (say, for two namespaces) gets one rule.
+kube-cdc.builtinResources is what the chart knows about built-in resources, to turn a bare
+name into RBAC without asking an apiserver: each plural's API group(s), whether it is
+cluster-scoped, and the other names kube-cdc resolves to it (the lower-cased kind, which is
+also the singular, and kubectl's short names). A name in no group and not in this table
+fails the render: guessing the core group would grant the wrong thing. "events" is served
+by both the core group and events.k8s.io (the same objects); both are granted.
 */}}
-{{- define "kube-cdc.rbacRules" -}}
-{{- $names := list -}}
+{{- define "kube-cdc.builtinResources" -}}
+# core
+pods: {groups: [""], aliases: [pod, po]}
+services: {groups: [""], aliases: [service, svc]}
+configmaps: {groups: [""], aliases: [configmap, cm]}
+secrets: {groups: [""], aliases: [secret]}
+namespaces: {groups: [""], aliases: [namespace, ns], clusterScoped: true}
+nodes: {groups: [""], aliases: [node, "no"], clusterScoped: true}
+persistentvolumes: {groups: [""], aliases: [persistentvolume, pv], clusterScoped: true}
+persistentvolumeclaims: {groups: [""], aliases: [persistentvolumeclaim, pvc]}
+serviceaccounts: {groups: [""], aliases: [serviceaccount, sa]}
+endpoints: {groups: [""], aliases: [ep]}
+limitranges: {groups: [""], aliases: [limitrange, limits]}
+resourcequotas: {groups: [""], aliases: [resourcequota, quota]}
+replicationcontrollers: {groups: [""], aliases: [replicationcontroller, rc]}
+podtemplates: {groups: [""], aliases: [podtemplate]}
+events: {groups: ["", events.k8s.io], aliases: [event, ev]}
+# apps
+deployments: {groups: [apps], aliases: [deployment, deploy]}
+statefulsets: {groups: [apps], aliases: [statefulset, sts]}
+daemonsets: {groups: [apps], aliases: [daemonset, ds]}
+replicasets: {groups: [apps], aliases: [replicaset, rs]}
+controllerrevisions: {groups: [apps], aliases: [controllerrevision]}
+# batch
+jobs: {groups: [batch], aliases: [job]}
+cronjobs: {groups: [batch], aliases: [cronjob, cj]}
+# networking.k8s.io
+ingresses: {groups: [networking.k8s.io], aliases: [ingress, ing]}
+ingressclasses: {groups: [networking.k8s.io], aliases: [ingressclass], clusterScoped: true}
+networkpolicies: {groups: [networking.k8s.io], aliases: [networkpolicy, netpol]}
+ipaddresses: {groups: [networking.k8s.io], aliases: [ipaddress, ip], clusterScoped: true}
+servicecidrs: {groups: [networking.k8s.io], aliases: [servicecidr], clusterScoped: true}
+# the rest
+horizontalpodautoscalers: {groups: [autoscaling], aliases: [horizontalpodautoscaler, hpa]}
+poddisruptionbudgets: {groups: [policy], aliases: [poddisruptionbudget, pdb]}
+roles: {groups: [rbac.authorization.k8s.io], aliases: [role]}
+rolebindings: {groups: [rbac.authorization.k8s.io], aliases: [rolebinding]}
+clusterroles: {groups: [rbac.authorization.k8s.io], aliases: [clusterrole], clusterScoped: true}
+clusterrolebindings: {groups: [rbac.authorization.k8s.io], aliases: [clusterrolebinding], clusterScoped: true}
+storageclasses: {groups: [storage.k8s.io], aliases: [storageclass, sc], clusterScoped: true}
+csidrivers: {groups: [storage.k8s.io], aliases: [csidriver], clusterScoped: true}
+csinodes: {groups: [storage.k8s.io], aliases: [csinode], clusterScoped: true}
+csistoragecapacities: {groups: [storage.k8s.io], aliases: [csistoragecapacity]}
+volumeattachments: {groups: [storage.k8s.io], aliases: [volumeattachment], clusterScoped: true}
+volumeattributesclasses: {groups: [storage.k8s.io], aliases: [volumeattributesclass, vac], clusterScoped: true}
+leases: {groups: [coordination.k8s.io], aliases: [lease]}
+endpointslices: {groups: [discovery.k8s.io], aliases: [endpointslice]}
+customresourcedefinitions: {groups: [apiextensions.k8s.io], aliases: [customresourcedefinition, crd, crds], clusterScoped: true}
+apiservices: {groups: [apiregistration.k8s.io], aliases: [apiservice], clusterScoped: true}
+priorityclasses: {groups: [scheduling.k8s.io], aliases: [priorityclass, pc], clusterScoped: true}
+runtimeclasses: {groups: [node.k8s.io], aliases: [runtimeclass], clusterScoped: true}
+certificatesigningrequests: {groups: [certificates.k8s.io], aliases: [certificatesigningrequest, csr], clusterScoped: true}
+mutatingwebhookconfigurations: {groups: [admissionregistration.k8s.io], aliases: [mutatingwebhookconfiguration], clusterScoped: true}
+validatingwebhookconfigurations: {groups: [admissionregistration.k8s.io], aliases: [validatingwebhookconfiguration], clusterScoped: true}
+validatingadmissionpolicies: {groups: [admissionregistration.k8s.io], aliases: [validatingadmissionpolicy], clusterScoped: true}
+validatingadmissionpolicybindings: {groups: [admissionregistration.k8s.io], aliases: [validatingadmissionpolicybinding], clusterScoped: true}
+flowschemas: {groups: [flowcontrol.apiserver.k8s.io], aliases: [flowschema], clusterScoped: true}
+prioritylevelconfigurations: {groups: [flowcontrol.apiserver.k8s.io], aliases: [prioritylevelconfiguration], clusterScoped: true}
+{{- end -}}
+
+{{/*
+kube-cdc.rbac decides what each configured resource is granted, as YAML:
+  cluster:    [{group, resource}]            ClusterRole rules (resources in all namespaces)
+  namespaced: {namespace: [{group, resource}]} one Role per namespace
+  resources:  how many distinct resources are streamed
+Names: "deployments.apps" → group apps; "example.com/v1/widgets" → group example.com;
+"v1/configmaps" → the core group; a bare plural, kind or short name ("configmaps",
+"ConfigMap", "cm") → its group from kube-cdc.builtinResources, else the render fails. A
+resource with namespaces is granted in those namespaces only (kube-cdc lists and watches it
+there), unless another entry streams it from all namespaces. A resource named twice gets
+one rule.
+*/}}
+{{- define "kube-cdc.rbac" -}}
+{{- $entries := list -}}
 {{- if hasKey (default (dict) .Values.config) "resources" -}}
-{{- range .Values.config.resources -}}
-{{- $names = append $names .name -}}
+{{- $entries = .Values.config.resources -}}
+{{- if not $entries -}}
+{{- fail "config.resources is empty: remove the key to stream kube-cdc's default set, or list resources" -}}
 {{- end -}}
 {{- else -}}
-{{- $names = include "kube-cdc.defaultResources" . | fromYamlArray -}}
+{{- range include "kube-cdc.defaultResources" . | fromYamlArray -}}
+{{- $entries = append $entries (dict "name" .) -}}
 {{- end -}}
-{{- $rules := dict -}}
-{{- range $names -}}
-{{- $n := lower (trim .) -}}
-{{- $group := "" -}}
+{{- end -}}
+{{- $builtin := include "kube-cdc.builtinResources" . | fromYaml -}}
+{{- $byAlias := dict -}}
+{{- range $plural, $b := $builtin -}}
+{{- $_ := set $byAlias $plural $plural -}}
+{{- range $b.aliases -}}
+{{- $_ := set $byAlias (toString .) $plural -}}
+{{- end -}}
+{{- end -}}
+{{- $cluster := dict -}}
+{{- $namespaced := dict -}}
+{{- $distinct := dict -}}
+{{- range $i, $e := $entries -}}
+{{- if not (kindIs "map" $e) -}}
+{{- fail (printf "config.resources[%d]: want a mapping like {name: %v}, got %v" $i $e $e) -}}
+{{- end -}}
+{{- $name := toString (default "" $e.name) -}}
+{{- $n := lower (trim $name) -}}
+{{- $where := printf "config.resources[%d] (%q)" $i $name -}}
+{{- if not $n -}}
+{{- fail (printf "config.resources[%d]: name is required" $i) -}}
+{{- end -}}
+{{- $groups := list -}}
 {{- $resource := $n -}}
+{{- $clusterScoped := false -}}
 {{- if contains "/" $n -}}
 {{- $parts := splitList "/" $n -}}
-{{- if ne (len $parts) 3 -}}
-{{- fail (printf "config.resources: %q: want a plural, plural.group or group/version/resource" .) -}}
-{{- end -}}
-{{- $group = index $parts 0 -}}
+{{- if eq (len $parts) 3 -}}
+{{- $groups = list (index $parts 0) -}}
 {{- $resource = index $parts 2 -}}
+{{- else if eq (len $parts) 2 -}}
+{{- $groups = list "" -}}
+{{- $resource = index $parts 1 -}}
+{{- else -}}
+{{- fail (printf "%s: want a plural, plural.group, version/resource or group/version/resource" $where) -}}
+{{- end -}}
 {{- else if contains "." $n -}}
 {{- $parts := splitn "." 2 $n -}}
 {{- $resource = $parts._0 -}}
-{{- $group = $parts._1 -}}
+{{- $groups = list $parts._1 -}}
+{{- else if hasKey $byAlias $n -}}
+{{- $resource = get $byAlias $n -}}
+{{- $b := get $builtin $resource -}}
+{{- $groups = $b.groups -}}
+{{- $clusterScoped = default false $b.clusterScoped -}}
+{{- else -}}
+{{- fail (printf `%s: the chart cannot tell the API group of %q without an apiserver, so it cannot grant RBAC for it; write it as plural.group (e.g. "%s.example.com"), as version/resource ("v1/%s") for the core group, or as group/version/resource` $where $n $n $n) -}}
 {{- end -}}
-{{- $_ := set $rules (printf "%s/%s" $group $resource) (dict "group" $group "resource" $resource) -}}
+{{- if not $resource -}}
+{{- fail (printf "%s: no resource in the name" $where) -}}
 {{- end -}}
-{{- range $key := keys $rules | sortAlpha }}
-{{- $r := get $rules $key }}
-- apiGroups: [{{ $r.group | quote }}]
-  resources: [{{ $r.resource | quote }}]
-  verbs: ["get", "list", "watch"]
+{{- if and $clusterScoped $e.namespaces -}}
+{{- fail (printf "%s: %s is cluster-scoped; remove its namespaces" $where $resource) -}}
+{{- end -}}
+{{- $_ := set $distinct (printf "%s/%s" (first $groups) $resource) true -}}
+{{- range $g := $groups -}}
+{{- $key := printf "%s/%s" $g $resource -}}
+{{- $rule := dict "group" $g "resource" $resource -}}
+{{- if $e.namespaces -}}
+{{- range $ns := $e.namespaces -}}
+{{- $rules := dict -}}
+{{- if hasKey $namespaced (toString $ns) -}}
+{{- $rules = get $namespaced (toString $ns) -}}
+{{- else -}}
+{{- $_ := set $namespaced (toString $ns) $rules -}}
+{{- end -}}
+{{- $_ := set $rules $key $rule -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $cluster $key $rule -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $out := dict "cluster" (list) "namespaced" (dict) -}}
+{{- range $key := keys $cluster | sortAlpha -}}
+{{- $_ := set $out "cluster" (append $out.cluster (get $cluster $key)) -}}
+{{- end -}}
+{{- range $ns := keys $namespaced | sortAlpha -}}
+{{- $rules := get $namespaced $ns -}}
+{{- $list := list -}}
+{{- range $key := keys $rules | sortAlpha -}}
+{{- if not (hasKey $cluster $key) -}}
+{{- $list = append $list (get $rules $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if $list -}}
+{{- $_ := set $out.namespaced $ns $list -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $out "resources" (len $distinct) -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+kube-cdc.rules renders a list of {group, resource} as read-only rules: kube-cdc only lists
+and watches (a LIST, then a WATCH from its resourceVersion); it never gets one object.
+*/}}
+{{- define "kube-cdc.rules" -}}
+{{- range . }}
+- apiGroups: [{{ .group | quote }}]
+  resources: [{{ .resource | quote }}]
+  verbs: ["list", "watch"]
 {{- end -}}
 {{- end -}}
