@@ -47,8 +47,8 @@ func TestNoSecretValueOrLastAppliedAnnotationReachesTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := digest()
-	if !strings.HasPrefix(first, "sha256:") || !strings.HasPrefix(second, "sha256:") || first == second {
-		t.Errorf("password digests %q then %q: want two different sha256: digests", first, second)
+	if !strings.HasPrefix(first, "hmac-sha256:") || !strings.HasPrefix(second, "hmac-sha256:") || first == second {
+		t.Errorf("password digests %q then %q: want two different hmac-sha256: digests", first, second)
 	}
 	var dump string
 	if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(object::text, ' '), '') || (SELECT coalesce(string_agg(object::text, ' '), '') FROM kube_cdc.changes)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
@@ -54,10 +55,34 @@ type Resource struct {
 // Transforms are applied to every object before any sink sees it.
 type Transforms struct {
 	// RedactSecrets replaces Secrets' data/stringData and the last-applied-configuration
-	// annotation with sha256 digests. Default true.
+	// annotation with keyed digests, "hmac-sha256:<hex>" (HMAC-SHA256 under the digest
+	// key). Default true.
 	RedactSecrets bool `koanf:"redactSecrets"`
+	// DigestKey keys the Secret digests: the same key gives the same digests across
+	// restarts and replicas, and without it a weak value cannot be found from its digest.
+	// At least 16 bytes. Required while RedactSecrets is on and a resource is Secrets;
+	// set it through KUBE_CDC_TRANSFORMS__DIGESTKEY, never in the file. Never logged nor
+	// shown in errors. Default "".
+	DigestKey string `koanf:"digestKey"`
+	// DigestKeyFile is a file holding the digest key instead (a mounted Kubernetes
+	// Secret); trailing newlines are not part of the key. Read by Validate. Default "".
+	DigestKeyFile string `koanf:"digestKeyFile"`
 	// Drop removes these JSON paths ("status", "metadata.annotations.foo") from every object.
 	Drop []string `koanf:"drop"`
+
+	fileKey []byte // DigestKeyFile's key, read by Validate
+}
+
+// MinDigestKeyBytes is the shortest digest key accepted.
+const MinDigestKeyBytes = 16
+
+// Key returns the digest key: DigestKey, or the key Validate read from DigestKeyFile;
+// nil when there is none.
+func (t *Transforms) Key() []byte {
+	if t.DigestKey != "" {
+		return []byte(t.DigestKey)
+	}
+	return t.fileKey
 }
 
 // Pipeline sizes the batches handed to the sinks.
@@ -120,7 +145,7 @@ type LeaderElection struct {
 }
 
 // DefaultResources is what kube-cdc streams when no resources are configured: the
-// workloads and the objects a CMDB usually wants.
+// workloads and the objects a CMDB usually wants. Not Secrets: those need a digest key.
 func DefaultResources() []Resource {
 	names := []string{
 		"namespaces", "nodes", "pods", "services", "configmaps",
@@ -132,4 +157,20 @@ func DefaultResources() []Resource {
 		rs[i] = Resource{Name: n}
 	}
 	return rs
+}
+
+// NamesSecrets reports whether a resources[].name resolves to core/v1 Secrets, in any of
+// the forms the resolver accepts: "secrets", "secret", "Secret", "v1/secrets",
+// "/v1/secrets". Validate requires a digest key for those.
+func NamesSecrets(name string) bool {
+	parts := strings.Split(strings.ToLower(strings.TrimSpace(name)), "/")
+	switch len(parts) {
+	case 1:
+		return parts[0] == "secrets" || parts[0] == "secret"
+	case 2: // version/resource in the core group
+		return parts[1] == "secrets"
+	case 3: // group/version/resource
+		return parts[0] == "" && parts[2] == "secrets"
+	}
+	return false
 }

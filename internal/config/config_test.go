@@ -338,3 +338,97 @@ func TestAnEmptyCheckpointTypeMeansTheSinkTypesDefaultLikeAnUnsetOne(t *testing.
 		}
 	}
 }
+
+const testDigestKey = "k3y-0123456789abcdef-hunter2"
+
+func TestStreamingSecretsRedactedRequiresADigestKey(t *testing.T) {
+	for _, name := range []string{"secrets", "secret", "Secret", "v1/secrets", "/v1/secrets", " Secrets "} {
+		_, err := load(t, "resources: [{name: configmaps}, {name: \""+name+"\", namespaces: [a]}]\n")
+		if err == nil {
+			t.Errorf("%q without a digest key: no error", name)
+			continue
+		}
+		msg := err.Error()
+		for _, want := range []string{"config: transforms.digestKey: required", "resources[1]", "KUBE_CDC_TRANSFORMS__DIGESTKEY", "digestKeyFile"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%q: %q does not contain %q", name, msg, want)
+			}
+		}
+		if e, ok := err.(*Error); !ok || e.Key != "transforms.digestKey" {
+			t.Errorf("%q: %#v is not an *Error about transforms.digestKey", name, err)
+		}
+	}
+	// No key is needed where no Secret is redacted: the default resources (no Secrets),
+	// other resources, a CRD called secrets, or redaction turned off.
+	for _, yaml := range []string{
+		"",
+		"resources: [{name: configmaps}, {name: pods}]\n",
+		"resources: [{name: secrets.example.com}, {name: example.com/v1/secrets}]\n",
+		"transforms: {redactSecrets: false}\nresources: [{name: secrets}]\n",
+	} {
+		if _, err := load(t, yaml); err != nil {
+			t.Errorf("%q: %v", yaml, err)
+		}
+	}
+}
+
+func TestTheDigestKeyComesFromTheEnvironmentOrAFile(t *testing.T) {
+	c := mustLoad(t, "resources: [{name: secrets}]\n", "KUBE_CDC_TRANSFORMS__DIGESTKEY="+testDigestKey)
+	if got := string(c.Transforms.Key()); got != testDigestKey {
+		t.Errorf("key from the environment %q", got)
+	}
+	file := filepath.Join(t.TempDir(), "digest-key")
+	if err := os.WriteFile(file, []byte(testDigestKey+"\n"), 0o600); err != nil { // as `echo key > file` writes it
+		t.Fatal(err)
+	}
+	c = mustLoad(t, "resources: [{name: secrets}]\ntransforms: {digestKeyFile: "+file+"}\n")
+	if got := string(c.Transforms.Key()); got != testDigestKey {
+		t.Errorf("key from %s: %q, want it without the newline", file, got)
+	}
+	if c := mustLoad(t, ""); c.Transforms.Key() != nil {
+		t.Errorf("key %q with none configured", c.Transforms.Key())
+	}
+}
+
+func TestDigestKeyErrorsNameTheKeyAndNeverShowIt(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("hunter2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := "KUBE_CDC_TRANSFORMS__DIGESTKEY=" + testDigestKey
+	for _, tc := range []struct {
+		name, yaml, env, want string
+	}{
+		{"too short", "", "KUBE_CDC_TRANSFORMS__DIGESTKEY=hunter2", "transforms.digestKey: the digest key is 7 bytes, want at least 16"},
+		{"too short in a file", "transforms: {digestKeyFile: " + short + "}", "", "transforms.digestKeyFile: the digest key is 7 bytes"},
+		{"both", "transforms: {digestKeyFile: " + empty + "}", env, "transforms.digestKeyFile: set transforms.digestKey or transforms.digestKeyFile, not both"},
+		{"missing file", "transforms: {digestKeyFile: " + filepath.Join(dir, "nope") + "}", "", "transforms.digestKeyFile: " + filepath.Join(dir, "nope") + ": no such file"},
+		{"empty file", "transforms: {digestKeyFile: " + empty + "}", "", "holds no key"},
+		{"a list", "transforms: {digestKey: [" + testDigestKey + "]}", "", "transforms.digestKey: expected a string, got a list"},
+		// A message that quotes a value (here a key pasted in the wrong place) is scrubbed.
+		{"quoted elsewhere", "metrics: {address: \"" + testDigestKey + "\"}", env, "metrics.address: want host:port or :port, got \"xxxxx\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var environ []string
+			if tc.env != "" {
+				environ = append(environ, tc.env)
+			}
+			_, err := load(t, tc.yaml, environ...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("%q does not contain %q", msg, tc.want)
+			}
+			if strings.Contains(msg, "hunter2") || strings.ContainsAny(msg, "\r\n") {
+				t.Errorf("%q shows the key or is more than one line", msg)
+			}
+		})
+	}
+}

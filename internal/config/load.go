@@ -52,8 +52,35 @@ func RegisterFlags(fs *pflag.FlagSet) {
 }
 
 // Load reads the layers of opts over the defaults, fills per-sink defaults, decodes and
-// validates. Every error is an *Error.
+// validates. Every error is an *Error, and none shows the digest key.
 func Load(opts LoadOptions) (*Config, error) {
+	var digestKeys []string
+	cfg, err := loadLayers(opts, &digestKeys)
+	if err != nil {
+		return nil, scrub(err, digestKeys)
+	}
+	return cfg, nil
+}
+
+// digestKeyEnv is the variable that should carry transforms.digestKey.
+const digestKeyEnv = EnvPrefix + "TRANSFORMS__DIGESTKEY"
+
+// scrub replaces the digest keys in err's message, as dsnError does passwords: no
+// message is meant to show one, and this keeps it so should a parser quote a value.
+func scrub(err error, secrets []string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	for _, s := range secrets {
+		if len(s) >= 4 {
+			e.Msg = strings.ReplaceAll(e.Msg, s, "xxxxx")
+		}
+	}
+	return e
+}
+
+func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 	k := koanf.New(".")
 	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
 		return nil, errorf("defaults: %v", err)
@@ -72,6 +99,14 @@ func Load(opts LoadOptions) (*Config, error) {
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
+	}
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, digestKeyEnv+"="); ok {
+			*digestKeys = append(*digestKeys, v)
+		}
+	}
+	if v, ok := k.Get("transforms.digestKey").(string); ok {
+		*digestKeys = append(*digestKeys, v)
 	}
 	scalars, indexed, err := parseEnv(environ)
 	if err != nil {

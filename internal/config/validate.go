@@ -1,9 +1,12 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -97,9 +100,45 @@ func (c *Config) validateResources() error {
 }
 
 func (c *Config) validateTransforms() error {
-	for i, p := range c.Transforms.Drop {
+	t := &c.Transforms
+	for i, p := range t.Drop {
 		if p == "" || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
 			return keyErrorf(fmt.Sprintf("transforms.drop[%d]", i), "%q is not a JSON path like \"metadata.annotations.foo\"", p)
+		}
+	}
+	// No message below shows the key, or a part of it.
+	t.fileKey = nil
+	if t.DigestKeyFile != "" {
+		if t.DigestKey != "" {
+			return keyErrorf("transforms.digestKeyFile", "set transforms.digestKey or transforms.digestKeyFile, not both")
+		}
+		b, err := os.ReadFile(t.DigestKeyFile)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return keyErrorf("transforms.digestKeyFile", "%s: %v", t.DigestKeyFile, err)
+		}
+		t.fileKey = bytes.TrimRight(b, "\r\n")
+		if len(t.fileKey) == 0 {
+			return keyErrorf("transforms.digestKeyFile", "%s holds no key", t.DigestKeyFile)
+		}
+	}
+	if k := t.Key(); len(k) > 0 && len(k) < MinDigestKeyBytes {
+		key := "transforms.digestKey"
+		if t.DigestKeyFile != "" {
+			key = "transforms.digestKeyFile"
+		}
+		return keyErrorf(key, "the digest key is %d bytes, want at least %d random bytes (e.g. `openssl rand -hex 32`)", len(k), MinDigestKeyBytes)
+	}
+	if t.RedactSecrets && len(t.Key()) == 0 {
+		// Without a key a Secret would be digested unkeyed, which a dictionary of weak
+		// values reverses: refuse to start rather than write such digests.
+		for i, r := range c.Resources {
+			if NamesSecrets(r.Name) {
+				return keyErrorf("transforms.digestKey", "required while transforms.redactSecrets is true and resources[%d] (%q) streams Secrets; set KUBE_CDC_TRANSFORMS__DIGESTKEY (at least %d random bytes) or transforms.digestKeyFile", i, r.Name, MinDigestKeyBytes)
+			}
 		}
 	}
 	return nil

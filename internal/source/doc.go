@@ -5,8 +5,11 @@
 // It never decodes an object into Go maps or typed structs. Objects travel as the JSON
 // bytes the apiserver sent; the few metadata fields kube-cdc needs (name, namespace, uid,
 // resourceVersion, labels, the newest managedFields entry) are read with gjson, and the
-// transforms (drop managedFields, redact Secrets, configured drops) edit the bytes with
-// sjson. The only per-object state is what the caller keeps: this package keeps none.
+// transforms edit the bytes: apiVersion and kind written into a LIST's items (which omit
+// them, unlike watch events), managedFields dropped, Secrets' values replaced by keyed
+// HMAC-SHA256 digests (never unkeyed: a Secret resource without a digest key does not
+// stream), configured drops. The only per-object state is what the caller keeps: this
+// package keeps none.
 //
 // Retry policy, beside the code that applies it (stream.go runs it, errors.go classifies):
 //   - a watch that closes, silently or with an error, is re-opened from the last RV

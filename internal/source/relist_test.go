@@ -161,25 +161,38 @@ func TestOneNamespaceIsReadThroughItsOwnPathAndSeesNothingElse(t *testing.T) {
 	}
 }
 
-func TestSeveralNamespacesAreReadClusterWideAndFiltered(t *testing.T) {
+// Several namespaces resolve to one target per namespace, each read through its own
+// namespaced path with its own scope (so its own checkpoint): RoleBindings in those
+// namespaces suffice, and a namespace outside them is never read.
+func TestSeveralNamespacesBecomeOneNamespacedTargetEach(t *testing.T) {
 	e := newEnv(t, 30*time.Second)
 	second, outside := e.namespace(), e.namespace()
 	e.configMap("", "one", nil)
 	e.configMap(second, "two", nil)
 	e.configMap(outside, "out", nil)
-	tg := e.target(source.Spec{Name: "configmaps", Namespaces: []string{e.ns, second}})
-	r := e.run(e.stream(tg), 0, nil)
-
-	evs := r.waitFor(e, "the relist", relistEnded(1))
-	if got := keys(evs, change.Listed); !sameSet(got, []string{e.ns + "/one", second + "/two"}) {
-		t.Errorf("listed %q, want %s/one and %s/two only", got, e.ns, second)
+	targets, err := source.Resolve(e.clients.Discovery, []source.Spec{{Name: "configmaps", Namespaces: []string{e.ns, second, e.ns}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	e.touch(outside, "out", "1")
-	e.touch(second, "two", "1")
-	e.touch("", "one", "1")
-	evs = r.waitFor(e, "one's update", func(evs []change.Event) bool { return has(evs, change.OpUpdate, "one") })
-	if got := keys(evs, change.Changed); !slices.Equal(got, []string{second + "/two", e.ns + "/one"}) {
-		t.Errorf("watch delivered %q, want %s/two then %s/one", got, second, e.ns)
+	if len(targets) != 2 || !slices.Equal(targets[0].Namespaces, []string{e.ns}) || !slices.Equal(targets[1].Namespaces, []string{second}) ||
+		targets[0].Resource.Scope == targets[1].Resource.Scope || targets[0].Resource.Scope == "" {
+		t.Fatalf("targets %+v, want one per namespace with distinct scopes", targets)
+	}
+	if single := e.configMaps(); single.Resource.Scope != targets[0].Resource.Scope {
+		t.Errorf("the target of namespace %s has scope %q, but configured alone %q: its checkpoints would be lost", e.ns, targets[0].Resource.Scope, single.Resource.Scope)
+	}
+	for i, tg := range targets {
+		ns, name := []string{e.ns, second}[i], []string{"one", "two"}[i]
+		r := e.run(e.stream(tg), 0, nil)
+		evs := r.waitFor(e, "the relist of "+ns, relistEnded(1))
+		if got := keys(evs, change.Listed); !slices.Equal(got, []string{ns + "/" + name}) {
+			t.Errorf("target %d listed %q, want only %s/%s", i, got, ns, name)
+		}
+	}
+	for _, l := range e.requests.matching(func(r *request) bool { return r.isList("configmaps") || r.isWatch("configmaps") }) {
+		if l.Path != "/api/v1/namespaces/"+e.ns+"/configmaps" && l.Path != "/api/v1/namespaces/"+second+"/configmaps" {
+			t.Errorf("request to %s, want only the two namespaced paths", l.Path)
+		}
 	}
 }
 

@@ -47,7 +47,7 @@ func (t Target) Owns() func(change.Key) bool {
 }
 
 // Resolve looks every spec up through discovery (CRDs included) and returns one target
-// per spec. A name that matches nothing is an error listing close matches.
+// per spec and namespace (see perNamespace). A name that matches nothing is an error listing close matches.
 func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) {
 	lists, err := disc.ServerPreferredResources()
 	if err != nil && len(lists) == 0 {
@@ -78,15 +78,41 @@ func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) 
 		if !res.Namespaced && len(s.Namespaces) > 0 {
 			return nil, fmt.Errorf("resources[%d].namespaces: %s is cluster-scoped", i, res.ID())
 		}
-		res.Scope = scope(s)
-		id := res.ID() + "#" + res.Scope
-		if prev, dup := seen[id]; dup {
-			return nil, fmt.Errorf("resources[%d]: %q names the same resource and scope as %q", i, s.Name, prev)
+		for _, one := range perNamespace(s) {
+			r := res
+			r.Scope = scope(one)
+			id := r.ID() + "#" + r.Scope
+			if prev, dup := seen[id]; dup {
+				return nil, fmt.Errorf("resources[%d]: %q names the same resource and scope as %q", i, s.Name, prev)
+			}
+			seen[id] = s.Name
+			targets = append(targets, Target{Resource: r, Namespaces: one.Namespaces, LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector})
 		}
-		seen[id] = s.Name
-		targets = append(targets, Target{Resource: res, Namespaces: slices.Clone(s.Namespaces), LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector})
 	}
 	return targets, nil
+}
+
+// perNamespace splits a spec with several namespaces into one spec per namespace, each
+// listed and watched through its namespaced path: RoleBindings in those namespaces then
+// suffice (least privilege), and each namespace has its own RV sequence, checkpoint and
+// scope. A spec with one namespace or none is returned as it is, so its scope (and its
+// checkpoints) stay what they were.
+func perNamespace(s Spec) []Spec {
+	if len(s.Namespaces) <= 1 {
+		return []Spec{s}
+	}
+	var out []Spec
+	seen := map[string]bool{}
+	for _, ns := range s.Namespaces {
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		one := s
+		one.Namespaces = []string{ns}
+		out = append(out, one)
+	}
+	return out
 }
 
 func resourceAliases(r metav1.APIResource) []string {

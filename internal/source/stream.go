@@ -39,12 +39,15 @@ type Stream struct {
 	// watch cleanly after it, and the stream re-watches from the last RV. Default: a random
 	// 5–10 minutes per watch, as client-go's reflector does, so connections recycle.
 	WatchTimeout time.Duration
+
+	typ objectType // the Target's, set by Run
 }
 
 // Run emits events from `from` on: a watch from that RV when it is non-zero, a relist
 // first when it is zero or the server no longer has that history. It returns when ctx
 // ends (nil), when emit fails, or on a terminal error (Forbidden, Unauthorized,
-// NotFound), which is marked retry.Terminal.
+// NotFound, a Secret resource to redact without a digest key), which is marked
+// retry.Terminal.
 func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 	if s.PageSize <= 0 {
 		s.PageSize = 500
@@ -56,6 +59,10 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 		s.Transform = &Transform{}
 	}
 	id := s.Target.Resource.ID()
+	s.typ = typeOf(s.Target.Resource)
+	if err := s.Transform.check(s.typ); err != nil {
+		return retry.Terminal(fmt.Errorf("resource %s: %w", id, err))
+	}
 	log := s.Log.With("resource", id)
 	rv := from
 	failures := 0
@@ -129,9 +136,13 @@ func (s *Stream) wanted(ns string) bool {
 // toChange reads and transforms one object. The Op is left for the caller.
 func (s *Stream) toChange(data []byte, now time.Time) (change.Change, error) {
 	res := s.Target.Resource
-	obj, m, err := s.Transform.apply(data, res.Group == "" && res.Resource == "secrets")
+	obj, m, err := s.Transform.apply(data, s.typ)
 	if err != nil {
-		return change.Change{}, fmt.Errorf("resource %s: transform %s/%s: %w", res.ID(), m.namespace, m.name, err)
+		err = fmt.Errorf("resource %s: transform %s/%s: %w", res.ID(), m.namespace, m.name, err)
+		if errors.Is(err, errNoDigestKey) {
+			err = retry.Terminal(err)
+		}
+		return change.Change{}, err
 	}
 	rv, err := change.ParseRV(m.rv)
 	if err != nil {

@@ -14,7 +14,20 @@ func BenchmarkTransformOfAConfigMap(b *testing.B) {
 	b.SetBytes(int64(len(benchObject)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := tr.apply(benchObject, false); err != nil {
+		if _, _, err := tr.apply(benchObject, configMapType); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A LIST item: the same ConfigMap without apiVersion and kind, which the transform adds.
+func BenchmarkTransformOfAListedConfigMap(b *testing.B) {
+	item := []byte(strings.Replace(string(benchObject), `"kind":"ConfigMap","apiVersion":"v1",`, "", 1))
+	tr := &Transform{RedactSecrets: true}
+	b.SetBytes(int64(len(item)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := tr.apply(item, configMapType); err != nil {
 			b.Fatal(err)
 		}
 	}
