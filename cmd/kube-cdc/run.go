@@ -74,7 +74,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		g.Go(func() error { return metrics.Serve(gctx, cfg.Metrics.Address, m, ready, cfg.Metrics.Pprof, log) })
 	}
 	stream := func(gctx context.Context) error {
-		sinks, closeSinks, err := openSinks(gctx, cfg, log)
+		sinks, closeSinks, err := openSinks(gctx, cfg, log, m)
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,8 @@ func sourceSpecs(cfg *config.Config) []source.Spec {
 }
 
 func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Target, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
-	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, Drop: cfg.Transforms.Drop}
+	// The digest key goes nowhere else: not into a log, not into a metric label.
+	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, DigestKey: cfg.Transforms.Key(), Drop: cfg.Transforms.Drop}
 	out := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
 		out[i] = pipeline.Target{Resource: t.Resource, Owns: t.Owns(), NewStream: func() pipeline.Streamer {

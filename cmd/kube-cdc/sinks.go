@@ -7,14 +7,16 @@ import (
 	"os"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 )
 
 // openSinks opens every configured sink with its checkpoint store. On error, the sinks
-// opened so far are closed.
-func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]pipeline.Sink, func(), error) {
+// opened so far are closed. m (nil: no metrics) receives what a sink measures itself,
+// such as the PostgreSQL sink's quarantined changes.
+func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) ([]pipeline.Sink, func(), error) {
 	var sinks []pipeline.Sink
 	closeAll := func() {
 		for _, s := range sinks {
@@ -28,6 +30,9 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]pip
 		if err != nil {
 			closeAll()
 			return nil, nil, err
+		}
+		if ps, ok := s.(*postgres.Sink); ok && m != nil {
+			ps.SetMetrics(m)
 		}
 		sinks = append(sinks, s)
 	}

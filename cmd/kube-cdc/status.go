@@ -21,7 +21,7 @@ func newStatusCmd() *cobra.Command {
 	return configCommand("status", "Show, per sink and resource, the checkpoint RV, its age and object counts", func(cmd *cobra.Command, cfg *config.Config) error {
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 		defer w.Flush()
-		fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED")
+		fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED\tQUARANTINED")
 		var targets []source.Target // resolved once, for the sinks that need them
 		for _, sc := range cfg.Sinks {
 			if sc.Type == config.SinkPostgres {
@@ -54,7 +54,8 @@ func scopeColumn(scope string) string {
 	return scope
 }
 
-// postgresStatus reads the sink's own tables: checkpoints with their age, object counts.
+// postgresStatus reads the sink's own tables: checkpoints with their age, object counts,
+// and the changes in quarantine that no later version has replaced.
 func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink) error {
 	o := *sc.Postgres
 	o.Migrate = false
@@ -69,8 +70,8 @@ func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc con
 	}
 	for _, r := range rows {
 		id := change.Resource{Group: r.Group, Resource: r.Resource}.ID()
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", r.Sink, id, scopeColumn(r.Scope), r.Checkpoint,
-			time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", r.Sink, id, scopeColumn(r.Scope), r.Checkpoint,
+			time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted, r.Quarantined)
 	}
 	return nil
 }
@@ -90,7 +91,7 @@ func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config
 		return fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
 	}
 	if store == (checkpoint.None{}) {
-		fmt.Fprintf(w, "%s\t(no checkpoint store: relists at every start)\t\t\t\t\t\n", sc.Name)
+		fmt.Fprintf(w, "%s\t(no checkpoint store: relists at every start)\t\t\t\t\t\t\n", sc.Name)
 		return nil
 	}
 	defer store.Close()
@@ -108,7 +109,7 @@ func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config
 		}); err != nil {
 			return fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t-\t%d\t-\n", sc.Name, t.Resource.ID(), scopeColumn(t.Resource.Scope), ck, live)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t-\t%d\t-\t-\n", sc.Name, t.Resource.ID(), scopeColumn(t.Resource.Scope), ck, live)
 	}
 	return nil
 }

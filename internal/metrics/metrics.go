@@ -35,6 +35,7 @@ type Metrics struct {
 	checkpointRV  *prometheus.GaugeVec
 	checkpointTS  *prometheus.GaugeVec
 	keyIndexSize  *prometheus.GaugeVec
+	quarantined   *prometheus.CounterVec
 }
 
 // New builds the series and registers them, with the Go runtime and process collectors,
@@ -91,11 +92,16 @@ func New() *Metrics {
 		Help: "Live objects in the key index the reconcile diff compares a relist against.",
 	}, []string{"sink", "resource"})
 
+	m.quarantined = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "quarantined_total",
+		Help: "Changes a sink could not store (e.g. JSON PostgreSQL rejects) and put in quarantine instead; the stream went on.",
+	}, []string{"sink", "resource"})
+
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
-		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize,
+		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined,
 	)
 	return m
 }
@@ -180,6 +186,14 @@ func (m *Metrics) KeyIndexSize(sink, resource string, n int) {
 		return
 	}
 	m.keyIndexSize.WithLabelValues(sink, resource).Set(float64(n))
+}
+
+// Quarantined counts n changes of resource that sink put in quarantine.
+func (m *Metrics) Quarantined(sink, resource string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.quarantined.WithLabelValues(sink, resource).Add(float64(n))
 }
 
 // Handler serves the registry in the Prometheus exposition format. On a nil *Metrics it

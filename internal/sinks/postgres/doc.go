@@ -20,14 +20,33 @@
 //     resets created_at. With HardDelete the row is deleted instead; then nothing guards
 //     against replaying an older change of that key, which recreates the row until the
 //     next relist.
+//   - A poison object never stops the sink. A change PostgreSQL cannot store goes to the
+//     quarantine table instead of objects and changes, in the batch's transaction, and
+//     the checkpoint moves on. Known poisons are found before the write (jsonbRejects:
+//     the escape \u0000, legal in Kubernetes, and lone UTF-16 surrogate escapes, which
+//     jsonb rejects); anything else the server refuses with a data exception (SQLSTATE
+//     class 22) fails the batch, which is then written again in halves under savepoints,
+//     halving what fails until the changes at fault stand alone (writeBisecting). A
+//     quarantine row keeps the key, uid, RV, op, reason, SQLSTATE and the object's raw
+//     bytes; each new one is logged at warn and counted (the Metrics hook,
+//     kube_cdc_quarantined_total). A replay quarantines nothing twice (the row's key is
+//     changes' unique key). A delete whose last state is the poison is still stored, as a
+//     delete without that state (objects keeps the last good object), so the sink never
+//     keeps a deleted object alive. Rows are never deleted by kube-cdc: a later version of
+//     the key written to objects (or a delete) marks the row resolved (resolved_at,
+//     resolved_rv), so the table stays the record of what the changes trail lacks;
+//     Status counts the unresolved rows per resource.
 //   - Errors are classified once (classify): bad credentials, missing privileges, an
 //     unknown database or missing tables are retry.Terminal; lost connections, restarts and
 //     timeouts are retryable. No error or log line contains the DSN's password.
 //
 // How: the batch is copied (COPY, binary) into a temporary staging table, then one
 // INSERT … SELECT DISTINCT ON (key) … ORDER BY key, rv DESC … ON CONFLICT upserts the
-// newest change of each key, one INSERT … ON CONFLICT DO NOTHING appends the changes, and
-// one upsert moves the checkpoint. Object JSON goes to jsonb as the source produced it,
+// newest change of each key, one INSERT … ORDER BY seq … ON CONFLICT DO NOTHING appends
+// the changes (ids in batch order: a scan of the stage alone is not, since PostgreSQL puts
+// a later, narrower row in an earlier page's free space), quarantined changes are
+// inserted, quarantined keys the batch brings anew are resolved, and one upsert moves the
+// checkpoint. Object JSON goes to jsonb as the source produced it,
 // never decoded in Go.
 //
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex

@@ -27,7 +27,8 @@ func (e *sinkError) Unwrap() error { return e.err }
 //   - wrong credentials (28P01, 28000), missing privilege (42501), an unknown database
 //     (3D000) or schema objects (3F000, 42P01: run `kube-cdc migrate`), and data the
 //     server rejects (classes 22 and 23, and other class-42 errors) do not heal by
-//     themselves: terminal, with a message naming the cause;
+//     themselves: terminal, with a message naming the cause (a data exception caused by
+//     one change's values never gets here: Write quarantines that change instead);
 //   - connection refused, timeouts, terminated backends (57P01), restarts, serialization
 //     failures and deadlocks (class 40), overload (class 53): retryable.
 //

@@ -24,6 +24,8 @@ type Sink struct {
 	pool          *pgxpool.Pool
 	password      string // scrubbed from every error
 	sql           statements
+	metrics       Metrics // optional: SetMetrics
+	noPrecheck    bool    // tests: leave every poison object to the bisecting safety net
 
 	// Retention runs in the background, at most one at a time, until Close.
 	bgCtx         context.Context

@@ -678,6 +678,8 @@ func TestTheContractColumnsExist(t *testing.T) {
 		"objects":     "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,labels,object,changed_by,created_at,updated_at,deleted_at,delete_inferred",
 		"changes":     "id,cluster,api_group,resource,namespace,name,uid,resource_version,op,inferred,snapshot,object,changed_by,observed_at",
 		"checkpoints": "cluster,sink,api_group,resource,scope,resource_version,updated_at",
+		"quarantine": "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,op,inferred,snapshot," +
+			"changed_by,observed_at,reason,sqlstate,raw,quarantined_at,resolved_at,resolved_rv",
 	}
 	for table, cols := range want {
 		rows, err := connect(t, dsn).Query(testCtx(t), `SELECT column_name::text FROM information_schema.columns

@@ -20,10 +20,13 @@ type ResourceStatus struct {
 	UpdatedAt  time.Time // when the checkpoint last moved or was rewritten
 	Live       int64     // objects rows of the resource with deleted_at NULL (all scopes)
 	Deleted    int64     // tombstones
+	// Quarantined counts the resource's unresolved quarantine rows (all scopes): changes
+	// PostgreSQL could not store, of keys no later version has replaced yet.
+	Quarantined int64
 }
 
 // Status reports every checkpoint of this sink's cluster in the schema (one per sink,
-// resource and scope) with the resource's object counts.
+// resource and scope) with the resource's object and quarantine counts.
 func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
 	rows, err := s.pool.Query(ctx, s.sql.status, s.cluster)
 	if err != nil {
@@ -31,7 +34,7 @@ func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ResourceStatus, error) {
 		var r ResourceStatus
-		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted)
+		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted, &r.Quarantined)
 		return r, err
 	})
 	if err != nil {

@@ -15,7 +15,9 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// Write (pipeline.Sink): b's rows and its checkpoint commit in one transaction.
+// Write (pipeline.Sink): b's rows and its checkpoint commit in one transaction. Changes
+// PostgreSQL cannot store go to the quarantine table in that transaction instead (see
+// the package documentation), so a poison object never fails the batch.
 func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if len(b.Changes) == 0 && b.Checkpoint == 0 {
 		return nil
@@ -23,48 +25,73 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if err := s.checkBatch(b); err != nil {
 		return retry.Terminal(err)
 	}
-	res := b.Resource
+	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint}
+	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
+	var err error
 	if len(b.Changes) <= smallBatch {
-		return s.writeSmall(ctx, b)
+		err = s.writeSmall(ctx, w)
+	} else {
+		err = s.writeCopy(ctx, w)
 	}
+	if pgErr := dataException(err); pgErr != nil && len(w.staged) > 0 {
+		s.log.Warn("PostgreSQL rejected a value of the batch; bisecting it to quarantine the changes at fault",
+			"sink", s.name, "resource", w.res.ID(), "changes", len(w.staged), "sqlstate", pgErr.Code, "error", pgErr.Message)
+		err = s.writeBisecting(ctx, w)
+	}
+	if err != nil {
+		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), w.res.ID(), classify(err, s.password))
+	}
+	s.reportQuarantined(ctx, w.res, w.bad)
+	s.maybeRetain()
+	return nil
+}
+
+// batchWrite is one Write's batch, split by screen into the changes to stage and those
+// to quarantine.
+type batchWrite struct {
+	res        change.Resource
+	checkpoint change.RV
+	staged     []change.Change
+	bad        []quarantined
+}
+
+// writeCopy writes a batch in an explicit transaction: COPY into the stage, then the
+// statements.
+func (s *Sink) writeCopy(ctx context.Context, w *batchWrite) error {
 	var steps stepTimer
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		steps.start()
-		if len(b.Changes) > 0 {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: b.Changes}); err != nil {
+		if err := setWorkMem(ctx, tx, w.staged); err != nil {
+			return err
+		}
+		if len(w.staged) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: w.staged}); err != nil {
 				return err
 			}
 			steps.done("copy")
-			if s.opts.HardDelete {
-				if _, err := tx.Exec(ctx, s.sql.hardDelete, s.cluster, res.Group, res.Resource); err != nil {
-					return err
-				}
-				steps.done("delete")
-			}
-			if _, err := tx.Exec(ctx, s.sql.upsert, s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete); err != nil {
-				return err
-			}
-			steps.done("objects")
-			if _, err := tx.Exec(ctx, s.sql.insertChanges, s.cluster, res.Group, res.Resource); err != nil {
-				return err
-			}
-			steps.done("changes")
 		}
-		if b.Checkpoint != 0 {
-			if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, b.Checkpoint); err != nil {
+		for _, st := range s.plan(w) {
+			tag, err := tx.Exec(ctx, st.sql, st.args...)
+			if err != nil {
 				return err
+			}
+			if st.bad != nil {
+				st.bad.inserted = tag.RowsAffected() == 1
+			}
+			if st.step != "" {
+				steps.done(st.step)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), res.ID(), classify(err, s.password))
+		return err
 	}
 	steps.done("commit")
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", res.ID(), "changes", len(b.Changes), "checkpoint", b.Checkpoint.String()}, steps.attrs()...)...)
+		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", w.res.ID(), "changes", len(w.staged),
+			"quarantined", len(w.bad), "checkpoint", w.checkpoint.String()}, steps.attrs()...)...)
 	}
-	s.maybeRetain()
 	return nil
 }
 
@@ -74,40 +101,207 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 const smallBatch = 64
 
 // writeSmall writes a small batch as one pipelined pgx.Batch: a multi-row INSERT into the
-// stage, the same statements as Write, and the checkpoint. A batch with no BEGIN runs in
-// one implicit transaction (everything up to the protocol's Sync), so it is still all or
-// nothing, and the stage is emptied at its commit.
-func (s *Sink) writeSmall(ctx context.Context, b change.Batch) error {
-	res := b.Resource
+// stage, the same statements as writeCopy, and the checkpoint. A batch with no BEGIN runs
+// in one implicit transaction (everything up to the protocol's Sync), so it is still all
+// or nothing, and the stage is emptied at its commit.
+func (s *Sink) writeSmall(ctx context.Context, w *batchWrite) error {
 	start := time.Now()
 	batch := &pgx.Batch{}
-	if len(b.Changes) > 0 {
-		rows := &stageRows{changes: b.Changes}
-		args := make([]any, 0, len(b.Changes)*stageWidth)
+	if len(w.staged) > 0 {
+		rows := &stageRows{changes: w.staged}
+		args := make([]any, 0, len(w.staged)*stageWidth)
 		for rows.Next() {
 			v, _ := rows.Values()
 			args = append(args, v...)
 		}
-		batch.Queue(stageInsert(len(b.Changes)), args...)
-		if s.opts.HardDelete {
-			batch.Queue(s.sql.hardDelete, s.cluster, res.Group, res.Resource)
+		batch.Queue(stageInsert(len(w.staged)), args...)
+	}
+	plan := s.plan(w)
+	for _, st := range plan {
+		batch.Queue(st.sql, st.args...)
+	}
+	br := s.pool.SendBatch(ctx, batch)
+	if len(w.staged) > 0 {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
 		}
-		batch.Queue(s.sql.upsert, s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete)
-		batch.Queue(s.sql.insertChanges, s.cluster, res.Group, res.Resource)
 	}
-	if b.Checkpoint != 0 {
-		batch.Queue(s.sql.saveCheckpoint, s.cluster, s.name, res.Group, res.Resource, res.Scope, b.Checkpoint)
+	for _, st := range plan {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return err
+		}
+		if st.bad != nil {
+			st.bad.inserted = tag.RowsAffected() == 1
+		}
 	}
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), res.ID(), classify(err, s.password))
+	if err := br.Close(); err != nil {
+		return err
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("wrote batch", "sink", s.name, "resource", res.ID(), "changes", len(b.Changes),
-			"checkpoint", b.Checkpoint.String(), "pipelined", time.Since(start).String())
+		s.log.Debug("wrote batch", "sink", s.name, "resource", w.res.ID(), "changes", len(w.staged), "quarantined", len(w.bad),
+			"checkpoint", w.checkpoint.String(), "pipelined", time.Since(start).String())
 	}
-	s.maybeRetain()
 	return nil
 }
+
+// statement is one statement of a write after the stage is filled.
+type statement struct {
+	sql  string
+	args []any
+	step string       // names the step in the debug log's timings; "" for none
+	bad  *quarantined // a quarantine insert: told whether it inserted a row
+}
+
+// plan is what follows the stage fill, in order: the objects upsert (and hard delete),
+// the changes insert, the quarantine inserts, the resolution of quarantined keys staged
+// anew, and the checkpoint. Quarantine rows go after the upsert so that one whose key
+// the batch also holds at a higher RV is resolved as it is inserted.
+func (s *Sink) plan(w *batchWrite) []statement {
+	var out []statement
+	if len(w.staged) > 0 {
+		out = append(out, s.stagedStatements(w.res)...)
+	}
+	for i := range w.bad {
+		out = append(out, statement{sql: s.sql.quarantine, args: quarantineArgs(s.cluster, w.res, &w.bad[i]), bad: &w.bad[i]})
+	}
+	if len(w.staged) > 0 {
+		out = append(out, statement{sql: s.sql.resolve, args: []any{s.cluster, w.res.Group, w.res.Resource}, step: "resolve"})
+	}
+	if w.checkpoint != 0 {
+		out = append(out, s.checkpointStatement(w))
+	}
+	return out
+}
+
+// stagedStatements move the staged changes into objects and changes.
+func (s *Sink) stagedStatements(res change.Resource) []statement {
+	var out []statement
+	if s.opts.HardDelete {
+		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
+	}
+	return append(out,
+		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"},
+		statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource}, step: "changes"})
+}
+
+func (s *Sink) checkpointStatement(w *batchWrite) statement {
+	return statement{sql: s.sql.saveCheckpoint, args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope, w.checkpoint}}
+}
+
+// writeBisecting is the safety net for a batch PostgreSQL refused with a data exception
+// that screen did not foresee. In one transaction, as every Write, it writes the staged
+// changes in halves, each under a savepoint, halving again whatever fails with a data
+// exception, until the changes at fault stand alone; those go to quarantine (a delete
+// is first tried without its last state). Halves are written left to right, so changes
+// ids keep batch order and a quarantined change is in place before any later version of
+// its key resolves it. The cost is about two COPYs of the batch per change at fault.
+func (s *Sink) writeBisecting(ctx context.Context, w *batchWrite) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := setWorkMem(ctx, tx, w.staged); err != nil {
+			return err
+		}
+		for i := range w.bad {
+			if err := s.insertQuarantine(ctx, tx, w.res, &w.bad[i]); err != nil {
+				return err
+			}
+		}
+		var try, halves func(cs []change.Change) error
+		try = func(cs []change.Change) error {
+			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.writeChunk(ctx, sp, w.res, cs) })
+			pgErr := dataException(err)
+			switch {
+			case pgErr == nil:
+				return err
+			case len(cs) > 1:
+				return halves(cs)
+			}
+			q := quarantined{c: cs[0], reason: pgReason(pgErr), sqlstate: pgErr.Code}
+			if c := cs[0]; c.Op == change.OpDelete && (c.Object != nil || c.Labels != nil) {
+				stripped := []change.Change{stripObject(c)}
+				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.writeChunk(ctx, sp, w.res, stripped) })
+				if err == nil {
+					q.stripped = true
+				} else if dataException(err) == nil {
+					return err
+				}
+			}
+			w.bad = append(w.bad, q)
+			return s.insertQuarantine(ctx, tx, w.res, &w.bad[len(w.bad)-1])
+		}
+		halves = func(cs []change.Change) error {
+			if err := try(cs[:len(cs)/2]); err != nil {
+				return err
+			}
+			return try(cs[len(cs)/2:])
+		}
+		// The whole batch failed already: start with its halves.
+		first := try
+		if len(w.staged) > 1 {
+			first = halves
+		}
+		if err := first(w.staged); err != nil {
+			return err
+		}
+		if w.checkpoint != 0 {
+			st := s.checkpointStatement(w)
+			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeChunk writes some staged changes inside writeBisecting's transaction and empties
+// the stage again for the next chunk.
+func (s *Sink) writeChunk(ctx context.Context, tx pgx.Tx, res change.Resource, cs []change.Change) error {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: cs}); err != nil {
+		return err
+	}
+	sts := append(s.stagedStatements(res),
+		statement{sql: s.sql.resolve, args: []any{s.cluster, res.Group, res.Resource}},
+		statement{sql: clearStage})
+	for _, st := range sts {
+		if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sink) insertQuarantine(ctx context.Context, tx pgx.Tx, res change.Resource, q *quarantined) error {
+	tag, err := tx.Exec(ctx, s.sql.quarantine, quarantineArgs(s.cluster, res, q)...)
+	if err != nil {
+		return fmt.Errorf("quarantine %s %s: %w", res.ID(), q.c.Key, err)
+	}
+	q.inserted = tag.RowsAffected() == 1
+	return nil
+}
+
+// setWorkMem sizes the transaction's work_mem to the batch when the default would not
+// hold it: the changes insert sorts whole staged rows by seq (batch order), and a sort
+// that spills to disk doubled its time for 20,000 1.3 KB objects. Capped at
+// maxWorkMemKB; a batch under the server's default changes nothing.
+func setWorkMem(ctx context.Context, tx pgx.Tx, cs []change.Change) error {
+	n := 0
+	for i := range cs {
+		n += len(cs[i].Object) + len(cs[i].Labels) + 200 // keys, uid, changed_by, row overhead
+	}
+	kb := 2 * n / 1024
+	if kb <= defaultWorkMemKB {
+		return nil
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL work_mem = '%dkB'", min(kb, maxWorkMemKB)))
+	return err
+}
+
+const (
+	defaultWorkMemKB = 4 << 10   // PostgreSQL's default work_mem
+	maxWorkMemKB     = 128 << 10 // per sort, per connection: at most MaxConns at a time
+)
 
 // stageInsert is INSERT INTO the stage VALUES ($1…$12), … for n rows.
 func stageInsert(n int) string {
@@ -170,15 +364,19 @@ func (r *stageRows) Values() ([]any, error) {
 	if len(labels) == 0 {
 		labels = emptyLabels
 	}
-	var observed any = c.ObservedAt
-	if c.ObservedAt.IsZero() {
-		observed = time.Now()
-	}
 	r.row = [stageWidth]any{
 		int32(r.i), c.Key.Namespace, c.Key.Name, c.UID, c.RV, string(c.Op),
-		c.Inferred, c.Snapshot, c.Object, labels, c.ChangedBy, observed,
+		c.Inferred, c.Snapshot, c.Object, labels, c.ChangedBy, observedAt(c),
 	}
 	return r.row[:], nil
+}
+
+// observedAt is c.ObservedAt, or now for a change that lacks it.
+func observedAt(c *change.Change) time.Time {
+	if c.ObservedAt.IsZero() {
+		return time.Now()
+	}
+	return c.ObservedAt
 }
 
 func (r *stageRows) Err() error { return nil }
