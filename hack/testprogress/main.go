@@ -58,6 +58,9 @@ func main() {
 				passed++
 				fmt.Printf("%s  ok   %s (%.1fs)\n", clock(start), pkg, ev.Elapsed)
 			}
+			if ev.Test == "" && ev.Action == "skip" {
+				fmt.Printf("%s  --   %s (no tests)\n", clock(start), pkg)
+			}
 			if ev.Test == "" {
 				for k := range out {
 					if strings.HasPrefix(k, pkg+"\x00") {
