@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"slices"
@@ -169,10 +168,7 @@ func readPGState(ctx context.Context, conn *pgx.Conn, schema string) (*pgState, 
 // pendingFrom is the migrations run would apply with migrate: true, in order; nil when
 // none are, or when the role may not read schema_migrations (judge says so).
 func (st *pgState) pendingFrom() []string {
-	all, err := migrationVersions()
-	if err != nil {
-		return nil
-	}
+	all := migrations.Versions()
 	switch {
 	case !st.schemaExists:
 		return all
@@ -305,19 +301,6 @@ func tablePrivileges(table string, o postgres.Options) []string {
 		return []string{"SELECT", "INSERT", "UPDATE"}
 	}
 	return nil
-}
-
-// migrationVersions are the versions of every embedded migration, in order ("001_init").
-func migrationVersions() ([]string, error) {
-	names, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	for i, n := range names {
-		names[i] = strings.TrimSuffix(n, ".sql")
-	}
-	return names, nil
 }
 
 func scrubPassword(s, password string) string {
