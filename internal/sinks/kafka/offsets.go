@@ -79,7 +79,7 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 		last:     map[string]change.RV{},
 	}
 	rf := max(cfg.replicationFactor, 1)
-	if err := ensureTopic(ctx, k.client, kafka.TopicConfig{
+	if _, err := ensureTopic(ctx, k.client, kafka.TopicConfig{
 		Topic: topic, NumPartitions: 1, ReplicationFactor: rf,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
 	}, true); err != nil {

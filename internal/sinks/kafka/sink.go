@@ -65,7 +65,7 @@ type Sink struct {
 	writer        *kafka.Writer
 
 	mu     sync.Mutex
-	topics map[string]bool // topics known to exist
+	topics map[string]int // topics known to exist → their partitions (0: unknown)
 }
 
 // New connects to opts.Brokers and returns the sink. Unreachable brokers are an error
@@ -95,7 +95,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		log:       log.With("sink", name),
 		transport: tr,
 		client:    &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
-		topics:    map[string]bool{},
+		topics:    map[string]int{},
 	}
 	s.writer = &kafka.Writer{
 		Addr: kafka.TCP(opts.Brokers...),
@@ -140,7 +140,7 @@ func (s *Sink) Name() string { return s.name }
 // resource before streaming, so this is where res's topic is checked (and created with
 // createTopics): a missing topic fails the start, not the first change hours later.
 func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
-	if err := s.ensureTopic(ctx, TopicName(s.opts.Topic, s.cluster, res)); err != nil {
+	if _, err := s.ensureTopic(ctx, TopicName(s.opts.Topic, s.cluster, res)); err != nil {
 		return 0, err
 	}
 	return s.store.Load(ctx, s.name, res)
@@ -177,11 +177,11 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			return wiring
 		}
 		if len(msgs) > 0 {
-			if err := s.ensureTopic(ctx, topic); err != nil {
+			partitions, err := s.ensureTopic(ctx, topic)
+			if err != nil {
 				return err
 			}
-			var err error
-			if msgs, err = s.produce(ctx, topic, msgs); err != nil {
+			if msgs, err = s.produce(ctx, topic, partitions, msgs); err != nil {
 				return err
 			}
 		}
@@ -197,9 +197,13 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 // partition whose records went out in two requests could have the first refused and the
 // second acknowledged, and writing the first again would then put older versions of a
 // key after newer ones. A chunk is acknowledged whole before the next one goes out.
-func (s *Sink) produce(ctx context.Context, topic string, msgs []kafka.Message) ([]kafka.Message, error) {
+//
+// partitions is the topic's partition count (0: unknown). Knowing it, a chunk is cut per
+// partition, so a batch spread over several partitions still goes out in one round of
+// parallel requests; unknown, the limits apply to the chunk as a whole.
+func (s *Sink) produce(ctx context.Context, topic string, partitions int, msgs []kafka.Message) ([]kafka.Message, error) {
 	for len(msgs) > 0 {
-		n := chunkLen(msgs)
+		n := chunkLen(msgs, partitions)
 		rest, err := s.produceChunk(ctx, topic, msgs[:n])
 		if err != nil {
 			return slices.Concat(rest, msgs[n:]), err
@@ -217,19 +221,36 @@ const writerBatchBytes = 1 << 20
 // sizes a batch (length varints, offset and timestamp deltas, attributes).
 const recordOverhead = 64
 
-// chunkLen is how many of msgs, from the first, fit one kafka-go batch whatever partitions
-// they land on: at most writerBatchSize records of at most writerBatchBytes in all. It is
-// at least 1; a record too large for a batch fails on its own.
-func chunkLen(msgs []kafka.Message) int {
-	size := 0
-	for i, m := range msgs {
-		size += len(m.Key) + len(m.Value) + recordOverhead
-		for _, h := range m.Headers {
-			size += len(h.Key) + len(h.Value) + recordOverhead/8
+// chunkLen is how many of msgs, from the first, fit one kafka-go batch per partition:
+// at most writerBatchSize records of at most writerBatchBytes on each partition, counted
+// per partition with the writer's own balancer when the partition count is known, over
+// the whole chunk otherwise. It is at least 1; a record too large for a batch fails on
+// its own.
+func chunkLen(msgs []kafka.Message, partitions int) int {
+	var ids []int
+	if partitions > 0 {
+		ids = make([]int, partitions)
+		for i := range ids {
+			ids[i] = i
 		}
-		if i == writerBatchSize || i > 0 && size > writerBatchBytes {
+	}
+	var balancer kafka.Hash
+	size := make(map[int]int, max(partitions, 1))
+	count := make(map[int]int, max(partitions, 1))
+	for i, m := range msgs {
+		p := 0
+		if ids != nil {
+			p = balancer.Balance(m, ids...)
+		}
+		n := len(m.Key) + len(m.Value) + recordOverhead
+		for _, h := range m.Headers {
+			n += len(h.Key) + len(h.Value) + recordOverhead/8
+		}
+		if count[p] == writerBatchSize || count[p] > 0 && size[p]+n > writerBatchBytes {
 			return i
 		}
+		size[p] += n
+		count[p]++
 	}
 	return len(msgs)
 }
@@ -281,26 +302,28 @@ func (s *Sink) produceChunk(ctx context.Context, topic string, msgs []kafka.Mess
 	return nil, nil
 }
 
-func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
+// ensureTopic checks topic once (creating it with createTopics) and returns its number of
+// partitions, 0 when unknown.
+func (s *Sink) ensureTopic(ctx context.Context, topic string) (int, error) {
 	s.mu.Lock()
-	known := s.topics[topic]
+	partitions, known := s.topics[topic]
 	s.mu.Unlock()
 	if known {
-		return nil
+		return partitions, nil
 	}
-	err := ensureTopic(ctx, s.client, kafka.TopicConfig{
+	partitions, err := ensureTopic(ctx, s.client, kafka.TopicConfig{
 		Topic:             topic,
 		NumPartitions:     s.opts.Partitions,
 		ReplicationFactor: s.opts.ReplicationFactor,
 		ConfigEntries:     []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
 	}, s.opts.CreateTopics)
 	if err != nil {
-		return fmt.Errorf("kafka sink %s: %w", s.name, err)
+		return 0, fmt.Errorf("kafka sink %s: %w", s.name, err)
 	}
 	s.mu.Lock()
-	s.topics[topic] = true
+	s.topics[topic] = partitions
 	s.mu.Unlock()
-	return nil
+	return partitions, nil
 }
 
 func (s *Sink) forgetTopic(topic string) {

@@ -44,12 +44,14 @@ func classify(err error) error {
 	return err
 }
 
-// ensureTopic checks that cfg.Topic exists. A missing topic is created with cfg when
-// create is set; otherwise it is a terminal error naming the topic.
-func ensureTopic(ctx context.Context, client *kafka.Client, cfg kafka.TopicConfig, create bool) error {
+// ensureTopic checks that cfg.Topic exists and returns its number of partitions (0 when
+// it was just found to exist by creating it and another creator won: unknown). A missing
+// topic is created with cfg when create is set; otherwise it is a terminal error naming
+// the topic.
+func ensureTopic(ctx context.Context, client *kafka.Client, cfg kafka.TopicConfig, create bool) (int, error) {
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{cfg.Topic}})
 	if err != nil {
-		return classify(fmt.Errorf("look up topic %s: %w", cfg.Topic, err))
+		return 0, classify(fmt.Errorf("look up topic %s: %w", cfg.Topic, err))
 	}
 	for _, t := range meta.Topics {
 		if t.Name != cfg.Topic {
@@ -57,20 +59,23 @@ func ensureTopic(ctx context.Context, client *kafka.Client, cfg kafka.TopicConfi
 		}
 		switch {
 		case t.Error == nil && len(t.Partitions) > 0:
-			return nil
+			return len(t.Partitions), nil
 		case t.Error != nil && !errors.Is(t.Error, kafka.UnknownTopicOrPartition):
-			return classify(fmt.Errorf("topic %s: %w", cfg.Topic, t.Error))
+			return 0, classify(fmt.Errorf("topic %s: %w", cfg.Topic, t.Error))
 		}
 	}
 	if !create {
-		return retry.Terminal(fmt.Errorf("topic %s does not exist (create it, or set createTopics: true)", cfg.Topic))
+		return 0, retry.Terminal(fmt.Errorf("topic %s does not exist (create it, or set createTopics: true)", cfg.Topic))
 	}
 	res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{cfg}})
 	if err != nil {
-		return classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
+		return 0, classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
 	}
-	if err := res.Errors[cfg.Topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-		return classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
+	if err := res.Errors[cfg.Topic]; err != nil {
+		if errors.Is(err, kafka.TopicAlreadyExists) {
+			return 0, nil
+		}
+		return 0, classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
 	}
-	return nil
+	return cfg.NumPartitions, nil
 }
