@@ -79,6 +79,13 @@ func run(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 		defer closeSinks()
+		for _, s := range sinks {
+			// A streaming PostgreSQL sink holds its writer lock, to warn of another
+			// process writing the same sink (`status` opens sinks without claiming).
+			if c, ok := s.(interface{ ClaimWriter() }); ok {
+				c.ClaimWriter()
+			}
+		}
 		p := pipeline.New(pipelineOptions(cfg, log, m), sinks, pipelineTargets(cfg, src, targets, log, m))
 		running.Store(p)
 		defer running.Store(nil)

@@ -23,11 +23,14 @@ func newStatusCmd() *cobra.Command {
 		defer w.Flush()
 		fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED\tQUARANTINED")
 		var targets []source.Target // resolved once, for the sinks that need them
+		var writers []string        // who writes each PostgreSQL sink, after the table
 		for _, sc := range cfg.Sinks {
 			if sc.Type == config.SinkPostgres {
-				if err := postgresStatus(cmd.Context(), w, cfg, sc); err != nil {
+				ws, err := postgresStatus(cmd.Context(), w, cfg, sc)
+				if err != nil {
 					return err
 				}
+				writers = append(writers, ws...)
 				continue
 			}
 			if targets == nil {
@@ -43,6 +46,10 @@ func newStatusCmd() *cobra.Command {
 				return err
 			}
 		}
+		w.Flush()
+		for _, line := range writers {
+			fmt.Fprintln(cmd.OutOrStdout(), line)
+		}
 		return nil
 	})
 }
@@ -55,25 +62,42 @@ func scopeColumn(scope string) string {
 }
 
 // postgresStatus reads the sink's own tables: checkpoints with their age, object counts,
-// and the changes in quarantine that no later version has replaced.
-func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink) error {
+// and the changes in quarantine that no later version has replaced. It returns lines
+// naming the running kube-cdc processes that write the sink (its writer lock), with a
+// warning when there is more than one.
+func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink) ([]string, error) {
 	o := *sc.Postgres
 	o.Migrate = false
 	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Close()
 	rows, err := s.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("sink %s: %w", sc.Name, err)
+		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
 	for _, r := range rows {
 		id := change.Resource{Group: r.Group, Resource: r.Resource}.ID()
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", r.Sink, id, scopeColumn(r.Scope), r.Checkpoint,
 			time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted, r.Quarantined)
 	}
-	return nil
+	ws, err := s.Writers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	var lines []string
+	switch {
+	case len(ws) == 0:
+		lines = append(lines, fmt.Sprintf("sink %s: no running kube-cdc writes it", sc.Name))
+	case len(ws) > 1:
+		lines = append(lines, fmt.Sprintf("WARNING: sink %s: %d kube-cdc processes write it (cluster %s): all write every change; run one, or enable leaderElection",
+			sc.Name, len(ws), cfg.Cluster))
+	}
+	for _, wr := range ws {
+		lines = append(lines, fmt.Sprintf("sink %s: written by %s", sc.Name, wr))
+	}
+	return lines, nil
 }
 
 // storeStatus reads a kafka or stdout sink's checkpoint store: the checkpoint and the

@@ -36,6 +36,7 @@ type Metrics struct {
 	checkpointTS  *prometheus.GaugeVec
 	keyIndexSize  *prometheus.GaugeVec
 	quarantined   *prometheus.CounterVec
+	writers       *prometheus.GaugeVec
 }
 
 // New builds the series and registers them, with the Go runtime and process collectors,
@@ -97,11 +98,17 @@ func New() *Metrics {
 		Help: "Changes a sink could not store (e.g. JSON PostgreSQL rejects) and put in quarantine instead; the stream went on.",
 	}, []string{"sink", "resource"})
 
+	m.writers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "concurrent_writers",
+		Help: "Other processes writing the same PostgreSQL sink (database, schema, cluster and sink name), seen through its writer lock; above 0 means two kube-cdc run without leader election.",
+	}, []string{"sink"})
+
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined,
+		m.writers,
 	)
 	return m
 }
@@ -194,6 +201,14 @@ func (m *Metrics) Quarantined(sink, resource string, n int) {
 		return
 	}
 	m.quarantined.WithLabelValues(sink, resource).Add(float64(n))
+}
+
+// ConcurrentWriters records how many other processes write sink: 0 when this one is alone.
+func (m *Metrics) ConcurrentWriters(sink string, others int) {
+	if m == nil {
+		return
+	}
+	m.writers.WithLabelValues(sink).Set(float64(others))
 }
 
 // Handler serves the registry in the Prometheus exposition format. On a nil *Metrics it

@@ -33,6 +33,8 @@ type Sink struct {
 	bg            sync.WaitGroup
 	retentionBusy atomic.Bool
 	lastRetention atomic.Int64 // unix nanoseconds
+
+	writers writers // the writer lock (writers.go), held once ClaimWriter starts it
 }
 
 // withDefaults fills the defaults of every field that has one (Migrate's default, true,
@@ -65,6 +67,7 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 	}
 	password := cfg.ConnConfig.Password
 	cfg.MaxConns = opts.MaxConns
+	setApplicationName(&cfg.ConnConfig.Config) // names this process to other writers (writers.go)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	}
@@ -153,8 +156,10 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	return nil
 }
 
-// Close (pipeline.Sink): it stops background retention and closes the pool.
+// Close (pipeline.Sink): it releases the writer lock, stops background retention and
+// closes the pool.
 func (s *Sink) Close() error {
+	s.writers.stop()
 	s.bgCancel()
 	s.bg.Wait()
 	s.pool.Close()
