@@ -23,6 +23,8 @@ func servedSeries(t *testing.T) map[string]bool {
 	m.SinkError("s", metrics.ClassRetryable)
 	m.Checkpoint("s", "r", 1, time.Now())
 	m.KeyIndexSize("s", "r", 1)
+	m.Quarantined("s", "r", 1)
+	m.ConcurrentWriters("s", 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	names := map[string]bool{}
