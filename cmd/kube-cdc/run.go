@@ -134,18 +134,23 @@ func sourceSpecs(cfg *config.Config) []source.Spec {
 func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Target, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
 	// The digest key goes nowhere else: not into a log, not into a metric label.
 	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, DigestKey: cfg.Transforms.Key(), Drop: cfg.Transforms.Drop}
+	// The targets of one resource share their Scopes: which keys each relist examines,
+	// and whether an object a relist or watch no longer shows left every scope.
+	scopes := source.GroupScopes(src.clients, targets, log)
 	out := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		out[i] = pipeline.Target{Resource: t.Resource, Owns: t.Owns(), NewStream: func() pipeline.Streamer {
-			return &source.Stream{
-				Clients:   src.clients,
-				Target:    t,
-				PageSize:  cfg.Kubernetes.PageSize,
-				Transform: tr,
-				Log:       log,
-				Observer:  m,
-			}
-		}}
+		out[i] = pipeline.Target{Resource: t.Resource, Owns: scopes[i].Owns(t), Lookup: scopes[i].Lookup, Sweeps: scopes[i].Sweeps(t),
+			NewStream: func() pipeline.Streamer {
+				return &source.Stream{
+					Clients:   src.clients,
+					Target:    t,
+					Scopes:    scopes[i],
+					PageSize:  cfg.Kubernetes.PageSize,
+					Transform: tr,
+					Log:       log,
+					Observer:  m,
+				}
+			}}
 	}
 	return out
 }

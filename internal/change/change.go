@@ -14,6 +14,17 @@ const (
 	OpDelete Op = "delete"
 )
 
+// Reasons of inferred deletes (Change.Reason).
+const (
+	// ReasonGone: the object is not in the cluster (a relist lacked it and a lookup found
+	// no object with its uid).
+	ReasonGone = "gone"
+	// ReasonOutOfScope: the object still exists, but no configured scope of its resource
+	// covers it any more (relabelled out of a selector, a namespace or selector removed
+	// from the configuration).
+	ReasonOutOfScope = "out-of-scope"
+)
+
 // Resource names one API resource as resolved by discovery.
 type Resource struct {
 	Group      string // "" for the core group
@@ -62,7 +73,15 @@ type Change struct {
 	RV       RV
 	Op       Op
 	Inferred bool // a delete that was not observed, found by the reconcile diff
+	// Reason says why an inferred delete happened: ReasonGone or ReasonOutOfScope; "" for
+	// observed changes.
+	Reason   string
 	Snapshot bool // written by a LIST rather than a watch event
+	// ListRV is, for a snapshot, the RV of the LIST that read it: the object was as
+	// Object says when the cluster was at ListRV. A sink may let it revive a row that an
+	// inferred delete at or below ListRV tombstoned (the inferred delete was wrong, or the
+	// object came back into scope); 0 for watch events.
+	ListRV RV
 	// Object is the object's JSON after transforms (managedFields dropped, secrets
 	// redacted). For an observed delete it is the last state the apiserver sent; for an
 	// inferred delete it is nil.

@@ -35,7 +35,9 @@ func OpCode(c *change.Change) string {
 // A delete carries the last state in "before" and null "after"; anything else carries the
 // object in "after" and null "before" (the previous state is not kept: no object cache, docs/architecture.md). An
 // inferred delete has no last state: both are null. ts_ms is c.EventTime() in Unix
-// milliseconds (0 when unset). source.resourceVersion is a string, as in metadata, so
+// milliseconds (0 when unset). source.reason says why an inferred delete happened
+// (change.ReasonGone, change.ReasonOutOfScope); "" for observed changes.
+// source.resourceVersion is a string, as in metadata, so
 // consumers in languages with 53-bit numbers compare it exactly.
 //
 // c.Object is copied verbatim and must be valid JSON; a nil or empty Object is written as null.
@@ -78,6 +80,8 @@ func Append(dst []byte, c *change.Change) []byte {
 	dst = strconv.AppendBool(dst, c.Snapshot)
 	dst = append(dst, `,"inferred":`...)
 	dst = strconv.AppendBool(dst, c.Inferred)
+	dst = append(dst, `,"reason":`...)
+	dst = AppendString(dst, c.Reason)
 	dst = append(dst, `,"changedBy":`...)
 	dst = AppendString(dst, c.ChangedBy)
 	dst = append(dst, "}}"...)

@@ -36,29 +36,30 @@ func TestAppendWritesTheGoldenEnvelope(t *testing.T) {
 		want string
 	}{
 		{"create", configMap(change.OpCreate, obj),
-			`{"op":"c","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":false,"inferred":false,"changedBy":"kubectl/Update"}}`},
+			`{"op":"c","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":false,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
 		{"update", configMap(change.OpUpdate, obj),
-			`{"op":"u","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":false,"inferred":false,"changedBy":"kubectl/Update"}}`},
+			`{"op":"u","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":false,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
 		{"delete", configMap(change.OpDelete, obj),
-			`{"op":"d","ts_ms":1772366400123,"before":{"metadata":{"name":"a"}},"after":null,` + src + `"snapshot":false,"inferred":false,"changedBy":"kubectl/Update"}}`},
+			`{"op":"d","ts_ms":1772366400123,"before":{"metadata":{"name":"a"}},"after":null,` + src + `"snapshot":false,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
 		{"inferred delete", func() change.Change {
 			c := configMap(change.OpDelete, "")
 			c.Inferred = true
+			c.Reason = change.ReasonGone
 			return c
 		}(),
-			`{"op":"d","ts_ms":1772366400123,"before":null,"after":null,` + src + `"snapshot":false,"inferred":true,"changedBy":"kubectl/Update"}}`},
+			`{"op":"d","ts_ms":1772366400123,"before":null,"after":null,` + src + `"snapshot":false,"inferred":true,"reason":"gone","changedBy":"kubectl/Update"}}`},
 		{"snapshot create", func() change.Change {
 			c := configMap(change.OpCreate, obj)
 			c.Snapshot = true
 			return c
 		}(),
-			`{"op":"r","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":true,"inferred":false,"changedBy":"kubectl/Update"}}`},
+			`{"op":"r","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":true,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
 		{"snapshot update", func() change.Change {
 			c := configMap(change.OpUpdate, obj)
 			c.Snapshot = true
 			return c
 		}(),
-			`{"op":"r","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":true,"inferred":false,"changedBy":"kubectl/Update"}}`},
+			`{"op":"r","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":true,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

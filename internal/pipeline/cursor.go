@@ -23,6 +23,7 @@ type cursor struct {
 	sink     Sink
 	res      change.Resource
 	owns     func(change.Key) bool
+	lookup   func(context.Context, map[change.Key]change.Entry) (map[change.Key]string, error)
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
@@ -38,12 +39,16 @@ type cursor struct {
 	// removed as the LIST shows them, so what is left at RelistEnd was deleted.
 	index map[change.Key]change.Entry
 
+	// forget, when set, forgets the sink's checkpoints of scopes no longer configured; it
+	// is called once the relist that swept them is committed (Target.Sweeps).
+	forget func(context.Context) error
+
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
 }
 
 func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Context) *cursor {
-	c := &cursor{p: p, sink: s, res: t.Resource, owns: t.Owns, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx,
+	c := &cursor{p: p, sink: s, res: t.Resource, owns: t.Owns, lookup: t.Lookup, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx,
 		log: p.opts.Log.With("sink", s.Name(), "resource", t.Resource.ID())}
 	c.synced.Store(ck > 0)
 	return c
@@ -186,21 +191,73 @@ func (c *cursor) reconcile(ch change.Change) {
 	c.add(ch)
 }
 
-// reconcileEnd emits an inferred delete for every key the sink holds that the LIST did
-// not show, at the LIST's RV, and moves the checkpoint to it.
+// reconcileEnd ends the reconcile diff at the LIST's RV and moves the checkpoint to it.
+// Each key the sink holds (and this target owns) that the LIST did not show is looked up
+// in the cluster (Target.Lookup) and becomes an inferred delete at the LIST's RV when its
+// object is gone or no configured scope covers it any more; an object that exists in some
+// scope (another scope's, or this one's since the LIST) is left to the streams of those
+// scopes. When the lookup fails nothing is tombstoned: the next relist looks again.
 func (c *cursor) reconcileEnd(listRV change.RV) {
 	if c.index == nil {
 		return
 	}
-	now := c.p.opts.Clock.Now()
-	for k, e := range c.index {
-		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: listRV,
-			Op: change.OpDelete, Inferred: true, ObservedAt: now})
-	}
+	left := c.index
 	c.index = nil
 	if listRV > c.pending {
 		c.pending = listRV
 	}
+	if len(left) == 0 {
+		return
+	}
+	found, err := c.lookUp(left)
+	if err != nil {
+		c.log.Warn("could not look up the keys the relist did not show; none is tombstoned until the next relist",
+			"keys", len(left), "error", err)
+		return
+	}
+	now := c.p.opts.Clock.Now()
+	for k, e := range left {
+		reason := change.ReasonGone
+		if found != nil {
+			var ok bool
+			if reason, ok = found[k]; !ok {
+				continue // it exists in some scope: that scope streams it
+			}
+		}
+		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: listRV,
+			Op: change.OpDelete, Inferred: true, Reason: reason, ObservedAt: now})
+	}
+}
+
+// lookUpAttempts bounds the lookup's retries: a relist must not stall on it.
+const lookUpAttempts = 3
+
+// lookUp calls Target.Lookup for held, retrying a failure a few times with backoff; a
+// nil map and nil error when the target has no Lookup (every key is gone).
+func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]string, error) {
+	if c.lookup == nil {
+		return nil, nil
+	}
+	var err error
+	for attempt := range lookUpAttempts {
+		if attempt > 0 {
+			t := c.p.opts.Clock.NewTimer(c.p.opts.Backoff.Delay(attempt - 1))
+			select {
+			case <-t.C():
+			case <-c.writeCtx.Done():
+				t.Stop()
+				return nil, c.writeCtx.Err()
+			}
+		}
+		var found map[change.Key]string
+		if found, err = c.lookup(c.writeCtx, held); err == nil {
+			return found, nil
+		}
+		if retry.IsTerminal(err) {
+			break
+		}
+	}
+	return nil, err
 }
 
 // flush hands the batch and its checkpoint to a write, once the write before it (if any)
@@ -290,6 +347,13 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 		}
 	}
 	c.committed = b.Checkpoint
+	if c.forget != nil && c.committed > 0 && !relisting {
+		err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "forget stale scopes", c.forget)
+		if err != nil {
+			return fmt.Errorf("sink %s: forget stale scopes of %s: %w", c.sink.Name(), c.res.ID(), err)
+		}
+		c.forget = nil
+	}
 	if c.committed > 0 && !relisting {
 		c.synced.Store(true)
 		m.Checkpoint(sink, res, c.committed, now)

@@ -15,8 +15,10 @@
 //     resumes from its own checkpoint on a stream of its own (a watch from that RV, or a
 //     relist and reconcile diff if the history is gone).
 //   - After every relist the cursor diffs the listed set against its sink's key index:
-//     unchanged objects emit nothing, changed ones an upsert, and keys the sink holds that
-//     the list lacks an inferred delete at the LIST's RV.
+//     unchanged objects emit nothing, changed ones an upsert, and keys the sink holds (and
+//     the target owns) that the list lacks are looked up in the cluster (Target.Lookup):
+//     an inferred delete at the LIST's RV, with reason "gone" or "out-of-scope", for what
+//     is gone or in no configured scope; nothing for an object another scope streams.
 //   - Batches are cut by count, bytes, or MaxWait after their first change: low latency
 //     when quiet, large batches under load. One batch is written while the next fills
 //     (never two writes at once), so reading overlaps writing. A stream's own events (bookmarks) advance the

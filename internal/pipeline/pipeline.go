@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,10 +27,23 @@ type Streamer interface {
 type Target struct {
 	Resource  change.Resource
 	NewStream func() Streamer
-	// Owns says whether a key a sink holds belongs to this target's scope (its
-	// namespaces), so that the reconcile diff of one scope never infers deletes of
-	// another's objects. Nil: every key of the resource.
+	// Owns says whether a key a sink holds is this target's to examine after a relist:
+	// the keys in its namespaces, and for one target of each resource also the keys in
+	// namespaces no target covers any more (a scope narrowed or removed), so that every
+	// held key is examined by some relist. Nil: every key of the resource.
 	Owns func(change.Key) bool
+	// Lookup asks the cluster, once per relist, about the keys the sink holds (and this
+	// target owns) that the LIST did not show. It returns the keys to tombstone, each
+	// with its reason: change.ReasonGone (no object with the held uid) or
+	// change.ReasonOutOfScope (the object exists, but no configured scope of the resource
+	// covers it). A key it leaves out exists in some scope (another scope's, or this one's
+	// since the LIST) and is left to that scope's stream. Nil: every such key is gone
+	// (right for a resource configured once, without selectors).
+	Lookup func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error)
+	// Sweeps marks the one target of its resource whose relist also examines keys no
+	// target's namespaces cover (see Owns); a sink that holds checkpoints of scopes of the
+	// resource that no target has (ScopeKeeper) is relisted by it and then forgets them.
+	Sweeps bool
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -168,6 +182,42 @@ func (p *Pipeline) Ready() error {
 	return nil
 }
 
+// staleScopes checks whether sink s holds checkpoints of scopes of t's resource that no
+// target has. If so, it returns checkpoint 0 (t relists into s, and the reconcile diff,
+// which examines the keys no target covers, tombstones what those scopes left) and the
+// call that forgets them once the relist is committed; else ck and nil.
+func (p *Pipeline) staleScopes(ctx context.Context, s Sink, t Target, ck change.RV) (change.RV, func(context.Context) error, error) {
+	keeper, ok := s.(ScopeKeeper)
+	if !ok {
+		return ck, nil, nil
+	}
+	var held []string
+	err := retry.Do(ctx, p.opts.Backoff, p.opts.Log, "read scopes of "+s.Name(), func(ctx context.Context) (err error) {
+		held, err = keeper.Scopes(ctx, t.Resource)
+		return err
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("sink %s: read scopes of %s: %w", s.Name(), t.Resource.ID(), err)
+	}
+	var keep, stale []string
+	for _, o := range p.targets {
+		if o.Resource.Group == t.Resource.Group && o.Resource.Resource == t.Resource.Resource {
+			keep = append(keep, o.Resource.Scope)
+		}
+	}
+	for _, h := range held {
+		if !slices.Contains(keep, h) {
+			stale = append(stale, h)
+		}
+	}
+	if len(stale) == 0 {
+		return ck, nil, nil
+	}
+	p.opts.Log.Info("the sink holds scopes no longer configured; relisting to tombstone what they left",
+		"sink", s.Name(), "resource", t.Resource.ID(), "stale", stale)
+	return 0, func(ctx context.Context) error { return keeper.ForgetScopes(ctx, t.Resource, keep) }, nil
+}
+
 // subscriber is one cursor's place in a stream's fan-out.
 type subscriber struct {
 	c        *cursor
@@ -191,7 +241,17 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
 			}
 			return fmt.Errorf("sink %s: read checkpoint of %s: %w", s.Name(), t.Resource.ID(), err)
 		}
+		var forget func(context.Context) error
+		if t.Sweeps {
+			if ck, forget, err = p.staleScopes(ctx, s, t, ck); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
 		c := newCursor(p, s, t, ck, writeCtx)
+		c.forget = forget
 		p.mu.Lock()
 		p.cursors = append(p.cursors, c)
 		p.mu.Unlock()

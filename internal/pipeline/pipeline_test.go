@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -464,4 +466,65 @@ func (s *flakySink) Write(ctx context.Context, b change.Batch) error {
 	}
 	s.mu.Unlock()
 	return s.memSink.Write(ctx, b)
+}
+
+func TestTheReconcileDiffTombstonesOnlyWhatTheLookupSaysIsGoneOrOutOfScope(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lookup fails %v", failing), func(t *testing.T) {
+			s := newMemSink("pg")
+			for i, n := range []string{"gone", "out", "elsewhere"} {
+				s.objects[change.Key{Namespace: "ns", Name: n}] = change.Entry{UID: "u-" + n, RV: change.RV(10 + i)}
+			}
+			done := make(chan struct{})
+			var asked []string
+			p := New(Options{MaxWait: time.Millisecond, Backoff: retry.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, []Sink{s}, []Target{{
+				Resource: cms,
+				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error) {
+					for k := range held {
+						asked = append(asked, k.Name)
+					}
+					if failing {
+						return nil, errors.New("apiserver unavailable")
+					}
+					return map[change.Key]string{{Namespace: "ns", Name: "gone"}: change.ReasonGone,
+						{Namespace: "ns", Name: "out"}: change.ReasonOutOfScope}, nil
+				},
+				NewStream: func() Streamer {
+					return &script{done: done, events: func(change.RV) []change.Event {
+						return []change.Event{{Type: change.RelistBegin}, {Type: change.RelistEnd, RV: 20}}
+					}}
+				},
+			}})
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- p.Run(ctx) }()
+			<-done
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			log, ck := s.snapshot()
+			got := map[string]string{}
+			for _, c := range log {
+				if c.Op != change.OpDelete || !c.Inferred || c.RV != 20 {
+					t.Errorf("change %+v, want an inferred delete at the LIST's RV", c)
+				}
+				got[c.Key.Name] = c.Reason
+			}
+			want := map[string]string{"gone": change.ReasonGone, "out": change.ReasonOutOfScope}
+			if failing {
+				want = map[string]string{}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("tombstones %v, want %v", got, want)
+			}
+			if ck != 20 {
+				t.Errorf("checkpoint %v, want the LIST's 20", ck)
+			}
+			slices.Sort(asked)
+			if !failing && !slices.Equal(asked, []string{"elsewhere", "gone", "out"}) {
+				t.Errorf("looked up %v, want every held key the LIST lacked", asked)
+			}
+		})
+	}
 }

@@ -33,3 +33,17 @@ type Sink interface {
 type Preparer interface {
 	Prepare(b change.Batch) func(ctx context.Context) error
 }
+
+// ScopeKeeper is an optional Sink ability: a sink that keeps checkpoints per scope can
+// say which scopes of a resource it holds and forget those no longer configured. When
+// it holds a scope no target has (a namespace or selector removed from the
+// configuration), the resource's sweeping target (Target.Sweeps) relists into it, so its
+// reconcile diff tombstones the rows the removed scope left (out of scope), and then the
+// stale checkpoints are forgotten.
+type ScopeKeeper interface {
+	// Scopes returns the scopes of res's group and resource that have a checkpoint.
+	Scopes(ctx context.Context, res change.Resource) ([]string, error)
+	// ForgetScopes removes the checkpoints of res's group and resource whose scope is not
+	// in keep.
+	ForgetScopes(ctx context.Context, res change.Resource, keep []string) error
+}

@@ -11,6 +11,10 @@
 // stream), configured drops. The only per-object state is what the caller keeps: this
 // package keeps none.
 //
+// Scopes (scopes.go) group the targets of one resource and answer, from the cluster,
+// whether an object a relist or a selector watch no longer shows is gone, left every
+// configured scope, or is another scope's (design §1.9, "Scopes own their keys").
+//
 // Retry policy, beside the code that applies it (stream.go runs it, errors.go classifies):
 //   - a watch that closes, silently or with an error, is re-opened from the last RV
 //     (client-go's RetryWatcher, watch.go), with exponential backoff and jitter between

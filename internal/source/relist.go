@@ -64,6 +64,7 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.E
 				return true
 			}
 			c.Snapshot = true
+			c.ListRV = listRV
 			if err := emit(ctx, change.Event{Type: change.Listed, Change: c}); err != nil {
 				emitErr = errors.Join(errEmit, err)
 				return false

@@ -35,10 +35,9 @@ type Target struct {
 }
 
 // Owns reports whether an object with key k is in the target's namespaces; nil when the
-// target has no namespace restriction. Selectors cannot be checked from a key: a sink
-// that holds two scopes of one resource distinguished only by selectors would see one
-// scope's objects inferred deleted by the other's relist, so configure selectors on one
-// scope per resource and sink.
+// target has no namespace restriction. Selectors cannot be checked from a key: the
+// reconcile diff uses Scopes (Owns, Lookup), which also asks the cluster about the keys a
+// relist did not show, so one scope never tombstones another's objects.
 func (t Target) Owns() func(change.Key) bool {
 	if len(t.Namespaces) == 0 {
 		return nil

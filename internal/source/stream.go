@@ -23,8 +23,13 @@ type Observer interface {
 
 // Stream lists and watches one Target.
 type Stream struct {
-	Clients   *Clients
-	Target    Target
+	Clients *Clients
+	Target  Target
+	// Scopes are every target of the resource (GroupScopes). With them, a watch under a
+	// selector tells an object that left this scope for another (nothing to write), one
+	// that left every scope (an inferred delete, ReasonOutOfScope) and one deleted from the
+	// cluster. Nil: every DELETED event is a delete.
+	Scopes    *Scopes
 	PageSize  int64 // LIST page size; default 500
 	Transform *Transform
 	// Backoff spaces retries of failed relists and watches. Its delays are waited on

@@ -85,6 +85,9 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 				c.Op = change.OpUpdate
 			default:
 				c.Op = change.OpDelete
+				if keep := s.leftScope(ctx, &c); keep {
+					continue
+				}
 			}
 			if err := emit(ctx, change.Event{Type: change.Changed, Change: c}); err != nil {
 				return rv, errors.Join(errEmit, err)
@@ -175,4 +178,40 @@ func (s *Stream) watchTimeoutSeconds() int64 {
 		return max(1, int64((s.WatchTimeout+time.Second-1)/time.Second))
 	}
 	return 300 + rand.Int64N(300)
+}
+
+// verdictAttempts bounds the lookups of one DELETED event: the watch must go on.
+const verdictAttempts = 3
+
+// leftScope tells, for a DELETED event of a watch under a selector, whether the object
+// was deleted or only stopped matching the selector (the apiserver sends DELETED for
+// both). It returns true when an object under the key is in some scope (this one again,
+// or another: that scope's stream writes it, so this one writes nothing), and marks c an
+// inferred delete with ReasonOutOfScope when the object exists in no scope. A deleted
+// object stays an observed delete, and so does any DELETED the lookup cannot settle.
+func (s *Stream) leftScope(ctx context.Context, c *change.Change) (keep bool) {
+	if s.Scopes == nil || s.Target.LabelSelector == "" && s.Target.FieldSelector == "" {
+		return false
+	}
+	var verdict string
+	var err error
+	for attempt := range verdictAttempts {
+		if attempt > 0 {
+			s.sleep(ctx, s.Backoff.Delay(attempt-1))
+		}
+		if verdict, err = s.Scopes.Verdict(ctx, c.Key, c.UID); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	switch {
+	case err != nil:
+		s.Log.Warn("watch: cannot tell whether a DELETED object was deleted or left the selector; recording a delete",
+			"resource", s.Target.Resource.ID(), "key", c.Key.String(), "error", err)
+		return false
+	case verdict == "":
+		return true
+	case verdict == change.ReasonOutOfScope:
+		c.Inferred, c.Reason = true, change.ReasonOutOfScope
+	}
+	return false
 }

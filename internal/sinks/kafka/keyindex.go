@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
 )
 
@@ -74,7 +75,7 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 		defer tr.CloseIdleConnections()
 		client := &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}
 		index := map[string]change.Entry{}
-		deleted := map[string]change.RV{} // key → RV of its latest delete
+		deleted := map[string]tombstone{} // key → its latest delete
 		err = kafkascan.Topic(ctx, client, topic, func(m kafka.Message) error {
 			var op, rvs, resource string
 			for _, h := range m.Headers {
@@ -96,13 +97,28 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 				if old, ok := index[key]; ok && old.RV > rv {
 					return nil // a stale re-emit after a newer version
 				}
-				if d, ok := deleted[key]; ok && d > rv {
+				// A snapshot read ("r") revives a key an inferred delete removed, whatever
+				// the RVs: the inferred delete carries a LIST's RV, above the object's own,
+				// and a later LIST that shows the object says it was wrong (or the object
+				// came back into scope).
+				if d, ok := deleted[key]; ok && d.rv > rv && !(op == envelope.OpRead && d.inferred) {
 					return nil // a stale re-emit after a newer delete
 				}
 			}
 			if m.Value == nil || op == "d" {
 				delete(index, key)
-				deleted[key] = max(deleted[key], rv)
+				d := deleted[key]
+				inferred := d.inferred && d.rv == rv // the compaction tombstone after its op=d record
+				if m.Value != nil {
+					src, err := decodeSource(m.Value)
+					if err != nil {
+						return fmt.Errorf("%s/%d@%d: %w", topic, m.Partition, m.Offset, err)
+					}
+					inferred = src.Inferred
+				}
+				if rv >= d.rv {
+					deleted[key] = tombstone{rv: rv, inferred: inferred}
+				}
 				return nil
 			}
 			src, err := decodeSource(m.Value)
@@ -141,7 +157,14 @@ func parseKey(s string) change.Key {
 	return change.Key{Name: s}
 }
 
+// tombstone is the latest delete of a key seen by topicKeyIndex.
+type tombstone struct {
+	rv       change.RV
+	inferred bool
+}
+
 type source struct {
+	Inferred        bool   `json:"inferred"`
 	Cluster         string `json:"cluster"`
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"resourceVersion"`

@@ -105,3 +105,46 @@ func TestKeyIndexRebuildFrom20kRecords(t *testing.T) {
 	}
 	t.Logf("rebuilt the key index of %d keys (%d MB of records) in %v", n, n*len(obj)/1e6, d.Round(time.Millisecond))
 }
+
+// An inferred delete carries a LIST's RV, above the object's own. When a later LIST shows
+// the object (the delete was wrong, or the object came back into scope), its snapshot
+// record revives the key in the rebuilt index; an older re-emit after an observed
+// delete still does not.
+func TestASnapshotAfterAnInferredDeleteRevivesTheKeyInTheRebuiltIndex(t *testing.T) {
+	ctx := testCtx(t)
+	k := testenv.NewKafka(t)
+	opts := Options{Brokers: []string{k.Addr()}, CreateTopics: true, Partitions: 1}
+	store, err := OpenCheckpoint(ctx, "prod", opts, checkpoint.Options{Type: "kafka"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, "stream", "prod", opts, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wrong := chg(deployments, "ns", "wrong", 300, change.OpDelete, "")
+	wrong.Inferred, wrong.Reason, wrong.Object = true, change.ReasonGone, nil
+	revived := chg(deployments, "ns", "wrong", 100, change.OpCreate, `{}`)
+	revived.Snapshot = true
+	stale := chg(deployments, "ns", "observed", 100, change.OpUpdate, `{}`)
+	for i, b := range [][]change.Change{
+		{chg(deployments, "ns", "wrong", 100, change.OpCreate, `{}`), chg(deployments, "ns", "observed", 100, change.OpCreate, `{}`)},
+		{wrong, chg(deployments, "ns", "observed", 301, change.OpDelete, `{}`)},
+		{revived, stale},
+	} {
+		if err := s.Write(ctx, change.Batch{Resource: deployments, Checkpoint: change.RV(400 + i), Changes: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]change.Entry{}
+	if err := s.KeyIndex(ctx, deployments, func(k change.Key, e change.Entry) error { got[k.String()] = e; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got["ns/wrong"].RV != 100 {
+		t.Errorf("ns/wrong = %+v, want revived at RV 100", got["ns/wrong"])
+	}
+	if e, ok := got["ns/observed"]; ok {
+		t.Errorf("ns/observed = %+v, want deleted: an older version after an observed delete is a stale re-emit", e)
+	}
+}

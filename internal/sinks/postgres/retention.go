@@ -34,12 +34,12 @@ func (s *Sink) maybeRetain() {
 	}()
 }
 
-// DeleteExpiredChanges deletes changes rows observed before cutoff, in chunks so no
+// DeleteExpiredChanges deletes the sink's cluster's changes rows observed before cutoff, in chunks so no
 // statement holds locks for long, and returns how many it deleted.
 func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, s.sql.retention, cutoff, retentionChunk)
+		tag, err := s.pool.Exec(ctx, s.sql.retention, s.cluster, cutoff, retentionChunk)
 		if err != nil {
 			return total, classify(err, s.password)
 		}

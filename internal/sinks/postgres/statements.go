@@ -13,7 +13,7 @@ import (
 // dominated the latency of the small batches of a steady stream.
 const (
 	stageTable  = "kube_cdc_stage"
-	stageWidth  = 12
+	stageWidth  = 14
 	createStage = `CREATE TEMP TABLE kube_cdc_stage (
 		seq         int         NOT NULL,  -- position in the batch
 		namespace   text        NOT NULL,
@@ -22,7 +22,9 @@ const (
 		rv          bigint      NOT NULL,
 		op          text        NOT NULL,
 		inferred    boolean     NOT NULL,
+		reason      text,                  -- why an inferred delete happened; NULL when observed
 		snapshot    boolean     NOT NULL,
+		list_rv     bigint      NOT NULL,  -- a snapshot's LIST RV, else 0
 		object      jsonb,
 		labels      jsonb       NOT NULL,
 		changed_by  text        NOT NULL,
@@ -30,8 +32,8 @@ const (
 	) ON COMMIT DELETE ROWS`
 )
 
-var stageColumns = []string{"seq", "namespace", "name", "uid", "rv", "op", "inferred", "snapshot",
-	"object", "labels", "changed_by", "observed_at"}
+var stageColumns = []string{"seq", "namespace", "name", "uid", "rv", "op", "inferred", "reason", "snapshot",
+	"list_rv", "object", "labels", "changed_by", "observed_at"}
 
 // latestPerKey is the newest staged change of each key: the only one that can move its
 // objects row, since the RV guard would reject the older ones anyway. Only the narrow key
@@ -45,7 +47,8 @@ const latestPerKey = `(SELECT * FROM pg_temp.kube_cdc_stage
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
-	quarantine, resolve                                                                               string
+	quarantine, resolve, revive                                                                       string
+	scopes, forgetScopes                                                                              string
 }
 
 func newStatements(schema string) statements {
@@ -61,13 +64,16 @@ func newStatements(schema string) statements {
 			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+		// At an equal RV a delete wins over a live row: an inferred delete carries the
+		// LIST's RV, which is the object's own when it was the last write before the LIST.
 		// Deletes keep the last object (an inferred delete brings none) and record whether
 		// they were inferred; anything else revives the row. A new uid resets created_at.
 		upsert: fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
 				namespace, name, uid, resource_version, labels, object, changed_by,
-				created_at, updated_at, deleted_at, delete_inferred)
+				created_at, updated_at, deleted_at, delete_inferred, delete_reason)
 			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.labels, s.object, s.changed_by,
-				now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred
+				now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
+				CASE WHEN s.op = 'delete' THEN s.reason END
 			  FROM %s s
 			 WHERE NOT ($6::boolean AND s.op = 'delete')
 			ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
@@ -81,13 +87,40 @@ func newStatements(schema string) statements {
 				created_at       = CASE WHEN excluded.uid NOT IN ('', o.uid) THEN now() ELSE o.created_at END,
 				updated_at       = now(),
 				deleted_at       = excluded.deleted_at,
-				delete_inferred  = excluded.delete_inferred
-			WHERE o.resource_version < excluded.resource_version`, s, latestPerKey),
+				delete_inferred  = excluded.delete_inferred,
+				delete_reason    = excluded.delete_reason
+			WHERE o.resource_version < excluded.resource_version
+			   OR o.resource_version = excluded.resource_version AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL`, s, latestPerKey),
 
-		// $1 cluster, $2 group, $3 resource. The same RV guard as the upsert.
+		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
+		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
+		// (tombstone RV <= the snapshot's list_rv) is wrong about the cluster as the LIST
+		// saw it: the object was there, in this scope. The RV guard would keep it
+		// tombstoned forever (the inferred delete carries a LIST's RV, above the object's
+		// own), so its RV is lowered below the snapshot's and the upsert then revives it.
+		// A tombstone above list_rv was made after the LIST (another scope's relist, a
+		// later look at the cluster) and stands; an observed delete is never touched.
+		// When the staged key is there several times, any of its rows lowers the RV below
+		// the newest one, which the upsert takes. The uncorrelated EXISTS is a one-time
+		// filter on the objects_inferred index: while the resource has no inferred
+		// tombstone (the usual case) the stage is not even read: a relist batch of 20,000
+		// 1.3 KB snapshots wrote in 0.63–0.77 s with or without this step, against
+		// 0.77–0.89 s with an unfiltered join.
+		revive: fmt.Sprintf(`UPDATE %[1]s.objects o SET resource_version = s.rv - 1
+			  FROM pg_temp.kube_cdc_stage s
+			 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+			   AND o.namespace = s.namespace AND o.name = s.name
+			   AND o.deleted_at IS NOT NULL AND o.delete_inferred
+			   AND s.snapshot AND s.op <> 'delete' AND s.list_rv >= o.resource_version
+			   AND o.resource_version >= s.rv
+			   AND EXISTS (SELECT 1 FROM %[1]s.objects t
+							WHERE t.cluster = $1 AND t.api_group = $2 AND t.resource = $3
+							  AND t.deleted_at IS NOT NULL AND t.delete_inferred)`, s),
+
+		// $1 cluster, $2 group, $3 resource. The same RV guard as the upsert's for deletes.
 		hardDelete: fmt.Sprintf(`DELETE FROM %s.objects o USING %s s
 			WHERE s.op = 'delete' AND o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
-			  AND o.namespace = s.namespace AND o.name = s.name AND o.resource_version < s.rv`, s, latestPerKey),
+			  AND o.namespace = s.namespace AND o.name = s.name AND o.resource_version <= s.rv`, s, latestPerKey),
 
 		// $1 cluster, $2 group, $3 resource. ids follow batch order because of the ORDER BY
 		// seq, and only because of it: a sequential scan of the stage does not return rows
@@ -95,8 +128,8 @@ func newStatements(schema string) statements {
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
 		insertChanges: fmt.Sprintf(`INSERT INTO %s.changes (cluster, api_group, resource, namespace, name, uid,
-				resource_version, op, inferred, snapshot, object, changed_by, observed_at)
-			SELECT $1, $2, $3, namespace, name, uid, rv, op, inferred, snapshot, object, changed_by, observed_at
+				resource_version, op, inferred, reason, snapshot, object, changed_by, observed_at)
+			SELECT $1, $2, $3, namespace, name, uid, rv, op, inferred, reason, snapshot, object, changed_by, observed_at
 			  FROM pg_temp.kube_cdc_stage
 			 ORDER BY seq
 			ON CONFLICT (cluster, api_group, resource, namespace, name, resource_version, op) DO NOTHING`, s),
@@ -149,8 +182,17 @@ func newStatements(schema string) statements {
 			 WHERE c.cluster = $1
 			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
 
+		// $1 cluster, $2 cutoff, $3 chunk. Only this sink's cluster: several clusters may
+		// share the database, each with its own retention.
 		retention: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE id IN (
-			SELECT id FROM %[1]s.changes WHERE observed_at < $1 LIMIT $2)`, s),
+			SELECT id FROM %[1]s.changes WHERE cluster = $1 AND observed_at < $2 LIMIT $3)`, s),
+
+		// $1 cluster, $2 sink, $3 group, $4 resource.
+		scopes: fmt.Sprintf(`SELECT scope FROM %s.checkpoints
+			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4`, s),
+		// $1 cluster, $2 sink, $3 group, $4 resource, $5 the scopes to keep.
+		forgetScopes: fmt.Sprintf(`DELETE FROM %s.checkpoints
+			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope <> ALL($5::text[])`, s),
 	}
 }
 

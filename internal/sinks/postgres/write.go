@@ -162,7 +162,7 @@ type statement struct {
 func (s *Sink) plan(w *batchWrite) []statement {
 	var out []statement
 	if len(w.staged) > 0 {
-		out = append(out, s.stagedStatements(w.res)...)
+		out = append(out, s.stagedStatements(w.res, w.staged)...)
 	}
 	for i := range w.bad {
 		out = append(out, statement{sql: s.sql.quarantine, args: quarantineArgs(s.cluster, w.res, &w.bad[i]), bad: &w.bad[i]})
@@ -177,14 +177,27 @@ func (s *Sink) plan(w *batchWrite) []statement {
 }
 
 // stagedStatements move the staged changes into objects and changes.
-func (s *Sink) stagedStatements(res change.Resource) []statement {
+func (s *Sink) stagedStatements(res change.Resource, staged []change.Change) []statement {
 	var out []statement
 	if s.opts.HardDelete {
 		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
 	}
+	if hasSnapshot(staged) {
+		out = append(out, statement{sql: s.sql.revive, args: []any{s.cluster, res.Group, res.Resource}, step: "revive"})
+	}
 	return append(out,
 		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"},
 		statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource}, step: "changes"})
+}
+
+// hasSnapshot reports whether cs holds a snapshot upsert, which may revive a row (revive).
+func hasSnapshot(cs []change.Change) bool {
+	for i := range cs {
+		if cs[i].Snapshot && cs[i].Op != change.OpDelete {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Sink) checkpointStatement(w *batchWrite) statement {
@@ -261,7 +274,7 @@ func (s *Sink) writeChunk(ctx context.Context, tx pgx.Tx, res change.Resource, c
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: cs}); err != nil {
 		return err
 	}
-	sts := append(s.stagedStatements(res),
+	sts := append(s.stagedStatements(res, cs),
 		statement{sql: s.sql.resolve, args: []any{s.cluster, res.Group, res.Resource}},
 		statement{sql: clearStage})
 	for _, st := range sts {
@@ -366,9 +379,17 @@ func (r *stageRows) Values() ([]any, error) {
 	}
 	r.row = [stageWidth]any{
 		int32(r.i), c.Key.Namespace, c.Key.Name, c.UID, c.RV, string(c.Op),
-		c.Inferred, c.Snapshot, c.Object, labels, c.ChangedBy, observedAt(c),
+		c.Inferred, reason(c), c.Snapshot, c.ListRV, c.Object, labels, c.ChangedBy, observedAt(c),
 	}
 	return r.row[:], nil
+}
+
+// reason is c.Reason, or NULL for an observed change.
+func reason(c *change.Change) any {
+	if c.Reason == "" {
+		return nil
+	}
+	return c.Reason
 }
 
 // observedAt is c.ObservedAt, or now for a change that lacks it.

@@ -1,0 +1,102 @@
+package source_test
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/source"
+)
+
+// Scopes decide from the cluster which held keys are gone, which left every scope, and
+// which another scope streams: label selectors are evaluated locally, a field selector on
+// another field than metadata.name/namespace by the apiserver, and namespaces no scope
+// covers are owned by the sweeping target only. Many keys are read with one LIST.
+func TestScopesTellGoneOutOfScopeAndAnotherScopesObjectsApart(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	other := e.namespace()
+	secrets := e.kube.Clientset().CoreV1().Secrets(e.ns)
+	uid := map[string]string{}
+	put := func(name string, labels map[string]string, typ corev1.SecretType) {
+		t.Helper()
+		s, err := secrets.Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Type: typ}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid[name] = string(s.UID)
+	}
+	put("labelled", map[string]string{"app": "a"}, corev1.SecretTypeOpaque)
+	put("typed", nil, "example.com/x")
+	put("neither", nil, corev1.SecretTypeOpaque)
+	put("recreated", nil, corev1.SecretTypeOpaque)
+
+	targets, err := source.Resolve(e.clients.Discovery, []source.Spec{
+		{Name: "secrets", Namespaces: []string{e.ns}, LabelSelector: "app=a"},
+		{Name: "secrets", Namespaces: []string{e.ns}, FieldSelector: "type=example.com/x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scopes := source.GroupScopes(e.clients, targets, nil)
+	if scopes[0] != scopes[1] {
+		t.Fatal("two targets of one resource got different Scopes")
+	}
+	key := func(name string) change.Key { return change.Key{Namespace: e.ns, Name: name} }
+	held := map[change.Key]change.Entry{
+		key("labelled"):                          {UID: uid["labelled"]},
+		key("typed"):                             {UID: uid["typed"]},
+		key("neither"):                           {UID: uid["neither"]},
+		key("recreated"):                         {UID: "an-older-uid"},
+		key("deleted"):                           {UID: "uid-deleted"},
+		{Namespace: other, Name: "unconfigured"}: {UID: "uid-u"},
+	}
+	want := map[change.Key]string{
+		key("neither"):                           change.ReasonOutOfScope,
+		key("recreated"):                         change.ReasonGone,
+		key("deleted"):                           change.ReasonGone,
+		{Namespace: other, Name: "unconfigured"}: change.ReasonGone,
+	}
+	got, err := scopes[0].Lookup(e.ctx, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("Lookup = %v, want %v", got, want)
+	}
+
+	// Many keys of one namespace: one paged LIST instead of one per key; same answer.
+	for i := range 20 {
+		name := fmt.Sprintf("bulk-%02d", i)
+		put(name, nil, corev1.SecretTypeOpaque)
+		held[key(name)] = change.Entry{UID: uid[name]}
+		want[key(name)] = change.ReasonOutOfScope
+	}
+	if got, err = scopes[0].Lookup(e.ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("Lookup of many keys = %v, want %v", got, want)
+	}
+
+	// A watch's DELETED: the same uid moved to a scope is kept; another uid under the key
+	// means the deleted object is gone.
+	if v, err := scopes[0].Verdict(e.ctx, key("typed"), uid["typed"]); err != nil || v != "" {
+		t.Errorf("Verdict(typed) = %q, %v; want kept", v, err)
+	}
+	if v, err := scopes[0].Verdict(e.ctx, key("labelled"), "another-uid"); err != nil || v != change.ReasonGone {
+		t.Errorf("Verdict(labelled, another uid) = %q, %v; want gone", v, err)
+	}
+
+	// The first target sweeps the namespaces no target covers; the second does not.
+	if own := scopes[0].Owns(targets[0]); !own(change.Key{Namespace: other, Name: "x"}) || !own(key("x")) {
+		t.Error("the sweeping target does not own an unconfigured namespace's keys")
+	}
+	if own := scopes[1].Owns(targets[1]); own(change.Key{Namespace: other, Name: "x"}) || !own(key("x")) {
+		t.Error("the second target owns an unconfigured namespace's keys, or not its own")
+	}
+}
