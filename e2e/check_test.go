@@ -105,7 +105,23 @@ func TestCheckAndRunAgreeOnAUserWhoMayListButNotWatch(t *testing.T) {
 	}
 	cfg := writeConfig(t, strings.Replace(pgConfigYAML(dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""), kube.Kubeconfig, kc, 1))
 	checkFails(t, cfg, `resource configmaps\s+FAIL\s+watch configmaps not allowed: user system:serviceaccount:kube-cdc-testenv:e2e-check-list-only may list but not watch configmaps in namespace `+ns+`\s*\n`)
-	checkRunFails(t, cfg, "watch")
+	checkRunFails(t, cfg, "may list but not watch")
+	// run refused before it wrote anything: a snapshot it could not follow with a watch
+	// would be stale at once.
+	conn := connect(t, dsn)
+	var migrated bool
+	if err := conn.QueryRow(context.Background(), `SELECT to_regclass('kube_cdc.changes') IS NOT NULL`).Scan(&migrated); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	if migrated {
+		if err := conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM kube_cdc.objects) + (SELECT count(*) FROM kube_cdc.changes)`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows != 0 {
+		t.Errorf("run wrote %d rows before failing on a resource it may not watch", rows)
+	}
 }
 
 // Each configured namespace is listed and watched through its own path, so a RoleBinding

@@ -99,7 +99,7 @@ current-context: dead
 	}{
 		{"invalid YAML", "cluster: [unclosed\n", []string{"config:", "yaml"}},
 		{"unknown resource", pgConfigYAML(dsn, "  - name: confgimaps", ""), []string{`unknown resource "confgimaps"`, "configmaps"}},
-		{"forbidden resource", strings.Replace(pgConfigYAML(dsn, "  - name: secrets", ""), kube.Kubeconfig, restrictedKubeconfig, 1), []string{"secrets", "forbidden"}},
+		{"forbidden resource", strings.Replace(pgConfigYAML(dsn, "  - name: secrets", ""), kube.Kubeconfig, restrictedKubeconfig, 1), []string{"secrets", "not allowed"}},
 		{"unreachable apiserver", strings.Replace(pgConfigYAML(dsn, "  - name: configmaps", ""), kube.Kubeconfig, deadKubeconfig, 1), []string{fmt.Sprintf("127.0.0.1:%d", port), "connection refused"}},
 		{"wrong Postgres password", pgConfigYAML(wrongPassword, "  - name: configmaps", ""), []string{"password authentication failed"}},
 	}

@@ -66,8 +66,14 @@ func checkRBAC(ctx context.Context, cs kubernetes.Interface, tg source.Target) (
 	if len(reasons) > 0 {
 		msg += " (" + strings.Join(reasons, "; ") + ")"
 	}
-	return "", fmt.Errorf("%s", msg)
+	return "", deniedError(msg)
 }
+
+// deniedError is checkRBAC's answer when a verb is denied, as opposed to an access review
+// the apiserver could not answer.
+type deniedError string
+
+func (e deniedError) Error() string { return string(e) }
 
 // whoAmI names the user the apiserver sees, for messages; "the user" when it will not say.
 func whoAmI(ctx context.Context, cs kubernetes.Interface) string {

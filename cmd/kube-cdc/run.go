@@ -17,6 +17,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 )
@@ -53,6 +54,9 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	targets, err := source.Resolve(src.clients.Discovery, sourceSpecs(cfg))
 	if err != nil {
+		return err
+	}
+	if err := mayStream(ctx, src, targets, log); err != nil {
 		return err
 	}
 
@@ -153,4 +157,26 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Targe
 			}}
 	}
 	return out
+}
+
+// mayStream refuses to start, before anything is written, when a resource may be listed
+// but not watched (or not listed): the stream would write a whole snapshot and only then
+// fail. It asks the same SelfSubjectAccessReviews as `check`. When the apiserver cannot
+// answer them, it logs that and lets the stream find out.
+func mayStream(ctx context.Context, src *kubeSource, targets []source.Target, log *slog.Logger) error {
+	cs, err := kubernetes.NewForConfig(src.rest)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	for _, tg := range targets {
+		_, err := checkRBAC(ctx, cs, tg)
+		var denied deniedError
+		switch {
+		case errors.As(err, &denied):
+			return retry.Terminal(fmt.Errorf("resource %s: %w", tg.Resource.ID(), err))
+		case err != nil:
+			log.Warn("cannot ask the apiserver what kube-cdc may read; streaming anyway", "resource", tg.Resource.ID(), "error", err)
+		}
+	}
+	return nil
 }
