@@ -130,12 +130,9 @@ func runWith(t *testing.T, sinks []Sink, opts Options, events func(change.RV) []
 	p := New(opts, sinks, []Target{{Resource: cms, NewStream: func() Streamer {
 		return &script{events: events, done: done}
 	}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
+	stop := startRun(p)
 	<-done
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }
@@ -243,9 +240,7 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 				return evs
 			}}
 		}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
+	stop := startRun(p)
 	// The fast sink is held back by the stalled one until a minute passes on the clock.
 	waitFor(t, clk.HasWaiters)
 	if l, _ := fast.snapshot(); len(l) == n {
@@ -256,8 +251,7 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 	close(slow.block) // the broker is back
 	waitFor(t, func() bool { _, ck := slow.snapshot(); return ck == n })
 	close(done)
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	sl, _ := slow.snapshot()
@@ -324,12 +318,9 @@ func TestTheReconcileDiffOfOneScopeNeverDeletesAnotherScopesObjects(t *testing.T
 			}}
 		},
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
+	stop := startRun(p)
 	<-done
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	log, _ := s.snapshot()
@@ -407,9 +398,7 @@ func TestALoneChangeIsWrittenWhenMaxWaitPassesOnTheClock(t *testing.T) {
 			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 		}}
 	}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
+	stop := startRun(p)
 	<-done
 	waitFor(t, clk.HasWaiters) // the cursor holds the change and waits on the clock
 	if log, _ := s.snapshot(); len(log) != 0 {
@@ -417,8 +406,7 @@ func TestALoneChangeIsWrittenWhenMaxWaitPassesOnTheClock(t *testing.T) {
 	}
 	clk.Step(time.Second)
 	waitFor(t, func() bool { log, _ := s.snapshot(); return len(log) == 1 })
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -434,9 +422,7 @@ func TestAFailedWriteIsRetriedAfterABackoffOnTheClock(t *testing.T) {
 				return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 			}}
 		}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
+	stop := startRun(p)
 	<-done
 	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.failures == 0 })
 	waitFor(t, clk.HasWaiters) // the retry waits on the clock, not in real time
@@ -445,8 +431,7 @@ func TestAFailedWriteIsRetriedAfterABackoffOnTheClock(t *testing.T) {
 	}
 	clk.Step(time.Hour)
 	waitFor(t, func() bool { log, _ := s.snapshot(); return len(log) == 1 })
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -495,12 +480,9 @@ func TestTheReconcileDiffTombstonesOnlyWhatTheLookupSaysIsGoneOrOutOfScope(t *te
 					}}
 				},
 			}})
-			ctx, cancel := context.WithCancel(context.Background())
-			errc := make(chan error, 1)
-			go func() { errc <- p.Run(ctx) }()
+			stop := startRun(p)
 			<-done
-			cancel()
-			if err := <-errc; err != nil {
+			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 			log, ck := s.snapshot()
@@ -526,5 +508,16 @@ func TestTheReconcileDiffTombstonesOnlyWhatTheLookupSaysIsGoneOrOutOfScope(t *te
 				t.Errorf("looked up %v, want every held key the LIST lacked", asked)
 			}
 		})
+	}
+}
+
+// startRun runs p until the returned stop is called; stop returns Run's error.
+func startRun(p *Pipeline) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	return func() error {
+		cancel()
+		return <-errc
 	}
 }
