@@ -61,16 +61,7 @@ func TestConformanceWithTheKafkaStore(t *testing.T) {
 			opts := Options{Brokers: []string{k.Addr()}, CreateTopics: true, Partitions: conformancePartitions}
 			return sinktest.Target{
 				Open: func(t *testing.T) sinktest.Sink {
-					store, err := OpenCheckpoint(testCtx(t), "prod", opts, checkpoint.Options{Type: "kafka"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					s, err := New(testCtx(t), "stream", "prod", opts, store, nil)
-					if err != nil {
-						store.Close()
-						t.Fatal(err)
-					}
-					return s
+					return openConformanceSink(t, opts, checkpoint.Options{Type: TypeKafkaCheckpoint})
 				},
 				Records: topicRecords(k),
 				Break:   failMiddlePartition(k),
@@ -89,20 +80,26 @@ func TestConformanceWithAFileStore(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "state.db")
 			return sinktest.Target{
 				Open: func(t *testing.T) sinktest.Sink {
-					store, err := checkpoint.OpenFile(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					s, err := New(testCtx(t), "stream", "prod", opts, store, nil)
-					if err != nil {
-						store.Close()
-						t.Fatal(err)
-					}
-					return s
+					return openConformanceSink(t, opts, checkpoint.Options{Type: checkpoint.TypeFile, Path: path})
 				},
 				Records: topicRecords(k),
 				Break:   failMiddlePartition(k),
 			}
 		},
 	})
+}
+
+// openConformanceSink opens the sink "stream" of cluster "prod" with the checkpoint store
+// cp selects, as the daemon does.
+func openConformanceSink(t *testing.T, opts Options, cp checkpoint.Options) sinktest.Sink {
+	store, err := OpenCheckpoint(testCtx(t), "prod", opts, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(testCtx(t), "stream", "prod", opts, store, nil)
+	if err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	return s
 }
