@@ -23,8 +23,17 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	return configCommand("run", "Stream the configured resources into the configured sinks until SIGTERM",
-		func(cmd *cobra.Command, cfg *config.Config) error { return run(cmd.Context(), cfg) })
+	var opts runOptions
+	cmd := configCommand("run", "Stream the configured resources into the configured sinks until SIGTERM",
+		func(cmd *cobra.Command, cfg *config.Config) error { return run(cmd.Context(), cfg, opts) })
+	cmd.Flags().BoolVar(&opts.wait, "wait", false,
+		"when another kube-cdc writes a PostgreSQL sink of this config, wait to take over when it stops instead of refusing to start")
+	return cmd
+}
+
+// runOptions are run's flags that are not configuration.
+type runOptions struct {
+	wait bool // wait for another process's writer lock instead of refusing to start
 }
 
 func newLogger(cfg *config.Config) *slog.Logger {
@@ -39,7 +48,7 @@ func newLogger(cfg *config.Config) *slog.Logger {
 
 // run is `kube-cdc run`: it resolves the resources, opens the sinks and streams until ctx
 // ends (SIGTERM), then flushes and returns nil.
-func run(ctx context.Context, cfg *config.Config) error {
+func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	log := newLogger(cfg)
 	// client-go logs through klog (retry watchers, leader election, reflectors); route it
 	// through the same handler so --log-format json holds for every line.
@@ -83,11 +92,16 @@ func run(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 		defer closeSinks()
+		// A streaming PostgreSQL sink takes its writer lock before writing anything, and
+		// refuses to start beside another process that writes it (`status` opens sinks
+		// without claiming). A new leader always waits: leader election fences already,
+		// and the old leader's session may outlive its lease for a keepalive period.
+		wait := opts.wait || cfg.LeaderElection.Enabled
 		for _, s := range sinks {
-			// A streaming PostgreSQL sink holds its writer lock, to warn of another
-			// process writing the same sink (`status` opens sinks without claiming).
-			if c, ok := s.(interface{ ClaimWriter() }); ok {
-				c.ClaimWriter()
+			if c, ok := s.(writerClaimer); ok {
+				if err := c.ClaimWriter(gctx, wait); err != nil {
+					return err
+				}
 			}
 		}
 		p := pipeline.New(pipelineOptions(cfg, log, m), sinks, pipelineTargets(cfg, src, targets, log, m))
@@ -111,6 +125,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return nil
 	}
 	return err
+}
+
+// writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
+type writerClaimer interface {
+	ClaimWriter(ctx context.Context, wait bool) error
 }
 
 func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {

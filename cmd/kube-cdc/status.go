@@ -63,8 +63,8 @@ func scopeColumn(scope string) string {
 
 // postgresStatus reads the sink's own tables: checkpoints with their age, object counts,
 // and the changes in quarantine that no later version has replaced. It returns lines
-// naming the running kube-cdc processes that write the sink (its writer lock), with a
-// warning when there is more than one.
+// naming the running kube-cdc process that writes the sink (the holder of its writer
+// lock) and those waiting to take over.
 func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink) ([]string, error) {
 	o := *sc.Postgres
 	o.Migrate = false
@@ -86,16 +86,16 @@ func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc con
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
-	var lines []string
-	switch {
-	case len(ws) == 0:
-		lines = append(lines, fmt.Sprintf("sink %s: no running kube-cdc writes it", sc.Name))
-	case len(ws) > 1:
-		lines = append(lines, fmt.Sprintf("WARNING: sink %s: %d kube-cdc processes write it (cluster %s): all write every change; run one, or enable leaderElection",
-			sc.Name, len(ws), cfg.Cluster))
+	if len(ws) == 0 {
+		return []string{fmt.Sprintf("sink %s: no running kube-cdc writes it", sc.Name)}, nil
 	}
+	var lines []string
 	for _, wr := range ws {
-		lines = append(lines, fmt.Sprintf("sink %s: written by %s", sc.Name, wr))
+		verb := "written by"
+		if !wr.Holds {
+			verb = "waiting to take over (--wait):"
+		}
+		lines = append(lines, fmt.Sprintf("sink %s: %s %s", sc.Name, verb, wr))
 	}
 	return lines, nil
 }

@@ -25,6 +25,9 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if err := s.checkBatch(b); err != nil {
 		return retry.Terminal(err)
 	}
+	if err := s.writers.lostErr(); err != nil {
+		return retry.Terminal(err)
+	}
 	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
 	var err error

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,35 +19,36 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// The writer lock: detecting two kube-cdc processes that write the same sink.
+// The writer lock: one kube-cdc process writes a sink.
 //
 // Two `kube-cdc run` with the same database, schema, cluster and sink name and no leader
-// election (a standby never opens its sinks) both write every change. Nothing breaks — the
-// writes are idempotent and RV-guarded, checkpoints only move forward — but the load doubles
-// and nobody notices. So each running sink (ClaimWriter) takes a session advisory lock keyed
-// by (schema, cluster, sink) on a connection of its own, outside the pool so that it stays
-// held, and keeps it for the sink's lifetime:
+// election (a standby never opens its sinks) would both write every change: nothing breaks
+// — writes are idempotent and RV-guarded, checkpoints only move forward — but the load
+// doubles and nobody notices. So a streaming sink claims a session advisory lock keyed by
+// (schema, cluster, sink) before it writes anything (ClaimWriter), on a connection of its
+// own outside the pool so that it stays held, and keeps it for the sink's lifetime:
 //
-//   - A process that finds the lock taken waits for it (pg_advisory_lock, woken every
-//     writerWarnEvery by lock_timeout), so pg_locks lists it as a waiter, and the holder
-//     sees it too. Both log a warning naming the other sessions (application_name
-//     "kube-cdc/<host>/<pid>", backend pid, client address), once and again every
-//     writerWarnEvery while it lasts, and set the ConcurrentWriters gauge to how many
-//     others there are; `kube-cdc status` lists them (Writers).
-//   - The second writer keeps writing. The lock detects a misconfiguration, it does not
-//     fence: refusing would turn a harmless, wasteful setup into an outage the moment the
-//     holder hangs without dying (its session, and the lock, would outlive its usefulness),
-//     while leader election already is the fencing mechanism (internal/leader).
+//   - A process that finds the lock taken refuses to start, with one error naming the
+//     holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
+//     connected since). With --wait (and always under leader election, which fences by
+//     itself and whose new leader must not fail on the old leader's lingering session) it
+//     logs the holder once and waits (pg_advisory_lock, woken every writerWarnEvery by
+//     lock_timeout), listed in pg_locks as a waiter, until the holder stops.
+//   - The holder looks for waiters every writerCheckEvery and sets the ConcurrentWriters
+//     gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
 //   - A session lock dies with its connection: a crashed holder's lock is released when
 //     PostgreSQL sees the connection close (server-side TCP keepalives, set short on this
-//     connection, cover a vanished host), and the waiter takes it over at once. A lost
-//     connection (a restarted server) is reopened with backoff and the lock taken again.
+//     connection, cover a vanished host), and a waiter takes it over at once. A holder
+//     whose lock connection is lost (a restarted server) reconnects with backoff and takes
+//     the lock again; if another process took it meanwhile, this sink has lost it: every
+//     later Write fails with a terminal error naming the new holder, so the process stops
+//     instead of writing beside it.
 //
 // Keys differ per database by construction (advisory locks are per database), so the key
 // hashes only the schema, cluster and sink name.
 
-// writerWarnEvery is how often a warning is repeated while another writer is there, and
-// how long one wait for the lock lasts before the others are looked at again.
+// writerWarnEvery is how long one wait for the lock lasts before the holder is looked at
+// again (and named again in the log if it changed).
 var writerWarnEvery = time.Minute
 
 // writerCheckEvery is how often the holder looks for waiters (and so notices a dead
@@ -59,8 +61,8 @@ var writerBackoff = retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * tim
 // WritersMetrics is the optional metrics hook of the writer lock, probed on the Metrics
 // given to SetMetrics; *metrics.Metrics implements it.
 type WritersMetrics interface {
-	// ConcurrentWriters records how many other processes write sink: 0 when this one is
-	// alone.
+	// ConcurrentWriters records how many other processes hold or wait for sink's writer
+	// lock: 0 when this one is alone.
 	ConcurrentWriters(sink string, others int)
 }
 
@@ -71,7 +73,7 @@ type Writer struct {
 	PID         int       // the server process (backend) serving the session
 	Client      string    // client address and port; "" for a Unix socket or when hidden
 	Since       time.Time // when the session started; zero when hidden
-	Holds       bool      // it holds the lock; otherwise it waits for it (and writes anyway)
+	Holds       bool      // it holds the lock (and writes); otherwise it waits for it (--wait)
 }
 
 func (w Writer) String() string {
@@ -184,22 +186,28 @@ type writerLock struct {
 	cfg    *pgx.ConnConfig
 	cancel context.CancelFunc
 	done   chan struct{}
+	lost   atomic.Pointer[error] // set when another process took the lock from this one
 
-	// Owned by the run goroutine.
-	others  int       // other writers at the last look; -1 before the first
-	warned  time.Time // last warning
-	holding bool
+	// Owned by the hold goroutine.
+	others int // other writers at the last look; -1 before the first
 }
 
-// ClaimWriter starts holding the sink's writer lock in the background, warning while
-// another process writes the same sink (see writerLock); Close releases it. Only a sink
-// that streams claims it — `kube-cdc status` does not. Calling it again does nothing.
-func (s *Sink) ClaimWriter() {
+// ErrWriterLockHeld is the error ClaimWriter returns (wrapped, terminal) when another
+// process holds the sink's writer lock and wait is false.
+var ErrWriterLockHeld = errors.New("another kube-cdc process writes this sink")
+
+// ClaimWriter takes the sink's writer lock before it writes anything (see writerLock) and
+// holds it in the background until Close. When another process holds it, ClaimWriter
+// returns a terminal error wrapping ErrWriterLockHeld that names the holder, or, with wait,
+// logs the holder once and waits until the lock is free or ctx ends. Only a sink that
+// streams claims it — `kube-cdc status` does not. Calling it again does nothing.
+func (s *Sink) ClaimWriter(ctx context.Context, wait bool) error {
+	var err error
 	s.writers.once.Do(func() {
 		cfg := s.pool.Config().ConnConfig.Copy()
-		// The wait for the lock ends every writerWarnEvery to look again; no other timeout
-		// of the DSN may end it. Short server-side keepalives free the lock of a holder
-		// whose host vanished within about a minute.
+		// A wait for the lock ends every writerWarnEvery to look again; no other timeout of
+		// the DSN may end it. Short server-side keepalives free the lock of a holder whose
+		// host vanished within about a minute.
 		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(writerWarnEvery.Milliseconds(), 10)
 		cfg.RuntimeParams["statement_timeout"] = "0"
 		cfg.RuntimeParams["tcp_keepalives_idle"] = "30"
@@ -210,12 +218,128 @@ func (s *Sink) ClaimWriter() {
 		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 2 * time.Second}
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		l := &writerLock{s: s, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg,
-			cancel: cancel, done: make(chan struct{}), others: -1}
+		l := &writerLock{s: s, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg, others: -1}
+		var conn *pgx.Conn
+		conn, err = l.acquire(ctx, wait)
+		if err != nil {
+			return
+		}
+		hctx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done = cancel, make(chan struct{})
 		s.writers.lock = l
-		go l.run(ctx)
+		go l.hold(hctx, conn)
 	})
+	return err
+}
+
+// lostErr is the error every Write returns once another process took the lock from this
+// sink; nil while it holds it (or never claimed it).
+func (w *writers) lostErr() error {
+	if l := w.lock; l != nil {
+		if err := l.lost.Load(); err != nil {
+			return *err
+		}
+	}
+	return nil
+}
+
+// acquire connects (retrying a failed connection with backoff) and takes the lock: at
+// once, or, with wait, once the holder lets go.
+func (l *writerLock) acquire(ctx context.Context, wait bool) (*pgx.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		conn, err := l.connect(ctx)
+		if err == nil {
+			if err = l.take(ctx, conn, wait); err == nil {
+				return conn, nil
+			}
+			l.close(conn)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrWriterLockHeld) || retry.IsTerminal(err) {
+			return nil, err
+		}
+		d := writerBackoff.Delay(attempt)
+		l.s.log.Warn("writer lock: cannot reach PostgreSQL; retrying", "sink", l.s.name, "in", d.Round(time.Millisecond).String(), "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+func (l *writerLock) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, l.cfg)
+	if err != nil {
+		return nil, classify(err, l.s.password)
+	}
+	// PostgreSQL 14+: notice a vanished client even while waiting for the lock, so a
+	// killed waiter does not linger in the queue. Older servers lack it; nothing is lost.
+	_, _ = conn.Exec(ctx, "SELECT set_config('client_connection_check_interval', '5s', false)")
+	return conn, nil
+}
+
+func (l *writerLock) close(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// take takes the lock on conn: without wait, only when it is free; with wait, waiting
+// for it, logging the holder once and again whenever another process holds it.
+func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, wait bool) error {
+	var logged string
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.key).Scan(&got); err != nil {
+			return classify(err, l.s.password)
+		}
+		if got {
+			if logged != "" {
+				l.s.log.Info("took the writer lock: the other process let go", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+			}
+			return nil
+		}
+		others, err := queryWriters(ctx, conn, l.key)
+		if err != nil {
+			return classify(err, l.s.password)
+		}
+		l.gauge(len(others))
+		holder := holderOf(others)
+		if !wait {
+			return retry.Terminal(fmt.Errorf("sink %s (cluster %s, schema %s): %w: %s; stop it, run one kube-cdc per database, cluster and sink "+
+				"(or several with leaderElection), or start this one with --wait to take over when it stops",
+				l.s.name, l.s.cluster, l.s.opts.Schema, ErrWriterLockHeld, holder))
+		}
+		if holder != logged {
+			logged = holder
+			l.s.log.Info("another kube-cdc process writes this sink; waiting for its writer lock (--wait)",
+				"sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema, "holder", holder)
+		}
+		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			l.s.log.Info("took the writer lock: the other process let go", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+			return nil
+		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout: look again
+		default:
+			return classify(err, l.s.password)
+		}
+	}
+}
+
+// holderOf names the session holding the lock among others ("" sessions visible means it
+// left between the two queries).
+func holderOf(others []Writer) string {
+	for _, w := range others {
+		if w.Holds {
+			return w.String()
+		}
+	}
+	return "a session that has just let go"
 }
 
 // stop releases the lock (closing its connection) and waits for that. Safe on nil.
@@ -227,120 +351,85 @@ func (l *writerLock) stop() {
 	<-l.done
 }
 
-func (l *writerLock) run(ctx context.Context) {
+// hold keeps the lock on conn until ctx ends, looking for waiters every writerCheckEvery.
+// A lost connection is reopened with backoff and the lock taken again; when another
+// process took it meanwhile, hold records that (lost) and ends.
+func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
-	for attempt := 0; ; attempt++ {
-		connected, err := l.session(ctx)
+	l.s.log.Debug("holding the writer lock", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+	for attempt := 0; ; {
+		err := l.watch(ctx, conn)
+		l.close(conn)
 		if ctx.Err() != nil {
 			return
 		}
-		if connected {
-			attempt = 0
+		for conn = nil; conn == nil; attempt++ {
+			d := writerBackoff.Delay(attempt)
+			l.s.log.Debug("writer lock: connection lost, reconnecting", "sink", l.s.name,
+				"in", d.Round(time.Millisecond).String(), "error", classify(err, l.s.password))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			if conn, err = l.connect(ctx); err != nil {
+				continue
+			}
+			if err = l.take(ctx, conn, false); err != nil {
+				l.close(conn)
+				conn = nil
+				if errors.Is(err, ErrWriterLockHeld) {
+					err = fmt.Errorf("lost the writer lock while PostgreSQL was unreachable: %w", err)
+					l.lost.Store(&err)
+					l.s.log.Error("another process took the sink over; this one stops writing it", "sink", l.s.name, "error", err)
+					return
+				}
+			}
 		}
-		l.holding = false
-		d := writerBackoff.Delay(attempt)
-		l.s.log.Debug("writer lock: connection lost, reconnecting", "sink", l.s.name,
-			"in", d.Round(time.Millisecond).String(), "error", classify(err, l.s.password))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(d):
-		}
+		attempt = 0
 	}
 }
 
-// session connects, takes the lock (waiting for it while another session holds it) and
-// holds it until the connection fails or ctx ends. connected says whether it got as far
-// as a connection.
-func (l *writerLock) session(ctx context.Context) (connected bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, l.cfg)
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
-	// PostgreSQL 14+: notice a vanished client even while waiting for the lock, so a
-	// killed waiter does not linger in the queue. Older servers lack it; nothing is lost.
-	_, _ = conn.Exec(ctx, "SELECT set_config('client_connection_check_interval', '5s', false)")
-	for !l.holding {
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.key).Scan(&l.holding); err != nil {
-			return true, err
-		}
-		if l.holding {
-			break
-		}
-		if err := l.look(ctx, conn); err != nil {
-			return true, err
-		}
-		_, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
-		var pgErr *pgconn.PgError
-		switch {
-		case err == nil:
-			l.holding = true
-		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout: look again
-		default:
-			return true, err
-		}
-	}
-	l.s.log.Debug("holding the writer lock", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+// watch looks for waiters on conn every writerCheckEvery until the connection fails or
+// ctx ends.
+func (l *writerLock) watch(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		if err := l.look(ctx, conn); err != nil {
-			return true, err
+		others, err := queryWriters(ctx, conn, l.key)
+		if err != nil {
+			return err
 		}
+		l.gauge(len(others))
+		if len(others) > 0 && l.others <= 0 {
+			names := make([]string, len(others))
+			for i, w := range others {
+				names[i] = w.String()
+			}
+			l.s.log.Info("another kube-cdc process waits to take this sink over when this one stops",
+				"sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema, "waiting", strings.Join(names, "; "))
+		}
+		l.others = len(others)
 		select {
 		case <-ctx.Done():
-			return true, ctx.Err()
+			return ctx.Err()
 		case <-time.After(writerCheckEvery):
 		}
 	}
 }
 
-// look lists the other writers, sets the gauge and warns when another writer appears
-// and every writerWarnEvery while there is one; it logs once when the last one is gone.
-func (l *writerLock) look(ctx context.Context, conn *pgx.Conn) error {
-	others, err := queryWriters(ctx, conn, l.key)
-	if err != nil {
-		return err
-	}
+func (l *writerLock) gauge(others int) {
 	if m, ok := l.s.metrics.(WritersMetrics); ok {
-		m.ConcurrentWriters(l.s.name, len(others))
+		m.ConcurrentWriters(l.s.name, others)
 	}
-	was := l.others
-	l.others = len(others)
-	if len(others) == 0 {
-		if was > 0 {
-			l.s.log.Info("no other process writes the sink any more", "sink", l.s.name,
-				"cluster", l.s.cluster, "schema", l.s.opts.Schema, "holds_writer_lock", l.holding)
-		}
-		return nil
-	}
-	if was > 0 && time.Since(l.warned) < writerWarnEvery {
-		return nil
-	}
-	l.warned = time.Now()
-	names := make([]string, len(others))
-	for i, w := range others {
-		names[i] = w.String()
-	}
-	l.s.log.Warn("another process writes the same sink: both write every change (correct, since writes are idempotent, "+
-		"but twice the load); run one kube-cdc per database, cluster and sink, or enable leaderElection",
-		"sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema,
-		"others", strings.Join(names, "; "), "this", l.cfg.RuntimeParams["application_name"],
-		"holds_writer_lock", l.holding)
-	return nil
 }
 
-// writers is the Sink's writer lock, started at most once (ClaimWriter) and stopped by Close.
+// writers is the Sink's writer lock, taken at most once (ClaimWriter) and released by Close.
 type writers struct {
 	once sync.Once
 	lock *writerLock
 }
 
-// stop stops the lock if ClaimWriter started it, and keeps a later ClaimWriter from
-// starting one.
+// stop releases the lock if ClaimWriter took it, and keeps a later ClaimWriter from
+// taking one.
 func (w *writers) stop() {
 	w.once.Do(func() {})
 	w.lock.stop()

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
 // writersLog is a log to look into: every record as a JSON line.
@@ -66,8 +71,8 @@ func writersTiming(t *testing.T, check, warn time.Duration) {
 	t.Cleanup(func() { writerCheckEvery, writerWarnEvery = oc, ow })
 }
 
-// writer opens a sink on dsn that claims its writer lock, with its own log and gauge.
-func writer(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) {
+// openWriter opens a sink on dsn with its own log and gauge, without claiming.
+func openWriter(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) {
 	t.Helper()
 	l, g := &writersLog{}, &writersGauge{}
 	s, err := New(testCtx(t), name, cluster, Options{DSN: dsn, Migrate: true}, slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -76,7 +81,16 @@ func writer(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) 
 	}
 	t.Cleanup(func() { s.Close() })
 	s.SetMetrics(g)
-	s.ClaimWriter()
+	return s, l, g
+}
+
+// writer opens a sink on dsn that holds its writer lock.
+func writer(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) {
+	t.Helper()
+	s, l, g := openWriter(t, dsn, name)
+	if err := s.ClaimWriter(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
 	return s, l, g
 }
 
@@ -88,32 +102,58 @@ func waitGauge(t *testing.T, g *writersGauge, sink string, want int, within time
 	})
 }
 
-const warnMsg = "another process writes the same sink"
-
-func TestWritersTwoSinksOfTheSameNameWarnAndTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
-	writersTiming(t, 200*time.Millisecond, time.Minute)
+func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
+	writersTiming(t, 100*time.Millisecond, time.Minute)
 	dsn := pg.NewDatabase(t)
-	a, aLog, aGauge := writer(t, dsn, "warehouse")
+	_, aLog, aGauge := writer(t, dsn, "warehouse")
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
-	// A sink of another name, or another cluster, is not the same writer.
-	_, otherLog, otherGauge := writer(t, dsn, "archive")
-	waitGauge(t, otherGauge, "archive", 0, 10*time.Second)
+	// A sink of another name is another writer.
+	writer(t, dsn, "archive")
 
-	_, bLog, bGauge := writer(t, dsn, "warehouse")
-	waitGauge(t, bGauge, "warehouse", 1, 10*time.Second)
-	eventually(t, 10*time.Second, "the second writer warns", func() bool { return bLog.count(warnMsg) == 1 })
-	// The holder sees the waiter too, at its next look.
-	waitGauge(t, aGauge, "warehouse", 1, 10*time.Second)
-	eventually(t, 10*time.Second, "the first writer warns", func() bool { return aLog.count(warnMsg) == 1 })
-	app := applicationName()
-	for _, l := range []*writersLog{aLog, bLog} {
-		if !strings.Contains(l.String(), `"others":"`+app+` (backend pid`) {
-			t.Errorf("the warning does not name the other writer %q:\n%s", app, l)
+	b, _, _ := openWriter(t, dsn, "warehouse")
+	err := b.ClaimWriter(testCtx(t), false)
+	if !errors.Is(err, ErrWriterLockHeld) || !retry.IsTerminal(err) {
+		t.Fatalf("the second writer's claim: %v, want a terminal ErrWriterLockHeld", err)
+	}
+	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, applicationName() + " (backend pid",
+		"holds the writer lock", "--wait"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
 		}
 	}
-	if !strings.Contains(bLog.String(), "holds the writer lock") || !strings.Contains(aLog.String(), "waits for the writer lock") {
-		t.Errorf("the warnings do not say who holds the lock:\nfirst:\n%s\nsecond:\n%s", aLog, bLog)
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("the refusal is not one line: %q", err)
 	}
+	// Refused, it does not linger as a waiter.
+	ws, err := b.Writers(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 || !ws[0].Holds {
+		t.Errorf("Writers after the refusal = %v, want the holder alone", ws)
+	}
+	if aLog.count("waits to take this sink over") != 0 {
+		t.Errorf("the holder saw a waiter:\n%s", aLog)
+	}
+}
+
+func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
+	writersTiming(t, 100*time.Millisecond, time.Minute)
+	dsn := pg.NewDatabase(t)
+	a, aLog, aGauge := writer(t, dsn, "warehouse")
+
+	b, bLog, bGauge := openWriter(t, dsn, "warehouse")
+	claimed := make(chan error, 1)
+	go func() { claimed <- b.ClaimWriter(testCtx(t), true) }()
+	eventually(t, 10*time.Second, "the waiter names the holder", func() bool {
+		return bLog.count(`"holder":"`+applicationName()+` (backend pid`) == 1
+	})
+	waitGauge(t, bGauge, "warehouse", 1, 10*time.Second)
+	// The holder sees the waiter at its next look.
+	waitGauge(t, aGauge, "warehouse", 1, 10*time.Second)
+	eventually(t, 10*time.Second, "the holder names the waiter", func() bool {
+		return aLog.count("waits to take this sink over") == 1
+	})
 	ws, err := a.Writers(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -121,26 +161,51 @@ func TestWritersTwoSinksOfTheSameNameWarnAndTheSecondTakesOverWhenTheFirstCloses
 	if len(ws) != 2 || !ws[0].Holds || ws[1].Holds {
 		t.Errorf("Writers = %v, want the holder, then the waiter", ws)
 	}
+	select {
+	case err := <-claimed:
+		t.Fatalf("the waiter's claim returned %v while the holder holds the lock", err)
+	default:
+	}
 
 	a.Close()
-	waitGauge(t, bGauge, "warehouse", 0, 10*time.Second)
-	eventually(t, 10*time.Second, "the second writer says it is alone", func() bool {
-		return bLog.count("no other process writes the sink any more") == 1
-	})
-	if otherLog.count(warnMsg) != 0 {
-		t.Errorf("a sink of another name warned:\n%s", otherLog)
+	select {
+	case err := <-claimed:
+		if err != nil {
+			t.Fatalf("the waiter's claim: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not take the lock within 10s of the holder closing")
 	}
-	if n := bLog.count(warnMsg); n != 1 {
-		t.Errorf("the second writer warned %d times within a minute, want once", n)
+	waitGauge(t, bGauge, "warehouse", 0, 10*time.Second)
+	if n := bLog.count("took the writer lock"); n != 1 {
+		t.Errorf("the waiter logged taking the lock %d times, want once:\n%s", n, bLog)
 	}
 }
 
-func TestWritersTheWarningRepeatsWhileTheOtherWriterStays(t *testing.T) {
-	writersTiming(t, 100*time.Millisecond, time.Second)
+func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 	dsn := pg.NewDatabase(t)
 	writer(t, dsn, "warehouse")
-	_, bLog, _ := writer(t, dsn, "warehouse")
-	eventually(t, 15*time.Second, "three warnings", func() bool { return bLog.count(warnMsg) >= 3 })
+	b, _, _ := openWriter(t, dsn, "warehouse")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	claimed := make(chan error, 1)
+	go func() { claimed <- b.ClaimWriter(ctx, true) }()
+	eventually(t, 10*time.Second, "a waiter in pg_locks", func() bool {
+		ws, err := b.Writers(testCtx(t))
+		return err == nil && len(ws) == 2
+	})
+	cancel()
+	select {
+	case err := <-claimed:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled claim: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim did not end within 10s of its context")
+	}
+	eventually(t, 10*time.Second, "the waiter gone from pg_locks", func() bool {
+		ws, err := b.Writers(testCtx(t))
+		return err == nil && len(ws) == 1
+	})
 }
 
 func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T) {
@@ -162,6 +227,33 @@ func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T
 		ws, err := obs.Writers(testCtx(t))
 		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == applicationName()
 	})
+}
+
+func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t *testing.T) {
+	writersTiming(t, 100*time.Millisecond, time.Minute)
+	// The holder reconnects after 3s: time enough for the other one to take the lock.
+	ob := writerBackoff
+	writerBackoff = retry.Backoff{Initial: 3 * time.Second, Max: 3 * time.Second}
+	t.Cleanup(func() { writerBackoff = ob })
+	dsn := pg.NewDatabase(t)
+	a, aLog, aGauge := writer(t, dsn, "warehouse")
+	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
+	write(t, a, batch(5, cm("a", "u-a", 5, change.OpCreate)))
+
+	if err := pg.TerminateBackends(testCtx(t), mustURL(t, dsn).Path[1:]); err != nil {
+		t.Fatal(err)
+	}
+	writer(t, dsn, "warehouse") // takes the lock the holder lost with its connection
+	eventually(t, 20*time.Second, "the first sink says it lost the lock", func() bool {
+		return aLog.count("another process took the sink over") == 1
+	})
+	err := a.Write(testCtx(t), batch(6, cm("b", "u-b", 6, change.OpCreate)))
+	if !retry.IsTerminal(err) || !errors.Is(err, ErrWriterLockHeld) || !strings.Contains(err.Error(), "lost the writer lock") {
+		t.Fatalf("a Write after losing the lock: %v, want a terminal error saying the lock was lost", err)
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM kube_cdc.objects WHERE name = 'b'`); n != 0 {
+		t.Errorf("%d rows of b, want none: the sink that lost its lock wrote", n)
+	}
 }
 
 func TestWritersApplicationNameKeepsThePidWithinPostgreSQLsLimit(t *testing.T) {
