@@ -28,8 +28,8 @@ import (
 // (schema, cluster, sink) before it writes anything (ClaimWriter), on a connection of its
 // own outside the pool so that it stays held, and keeps it for the sink's lifetime:
 //
-//   - A process that finds the lock taken refuses to start, with one error naming the
-//     holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
+//   - A process that finds the lock taken (and still taken writerGrace later) refuses to
+//     start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
 //     connected since). With --wait (and always under leader election, which fences by
 //     itself and whose new leader must not fail on the old leader's lingering session) it
 //     logs the holder once and waits (pg_advisory_lock, woken every writerWarnEvery by
@@ -50,6 +50,10 @@ import (
 // writerWarnEvery is how long one wait for the lock lasts before the holder is looked at
 // again (and named again in the log if it changed).
 var writerWarnEvery = time.Minute
+
+// writerGrace is how long a process started without --wait waits for a held lock before
+// it refuses: long enough for the session of a holder that has just died to end.
+var writerGrace = 5 * time.Second
 
 // writerCheckEvery is how often the holder looks for waiters (and so notices a dead
 // connection).
@@ -309,6 +313,16 @@ func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, wait bool) error 
 		l.gauge(len(others))
 		holder := holderOf(others)
 		if !wait {
+			// The holder may be a process that has just died, its session not yet ended
+			// (a kill -9 and an immediate restart): give it writerGrace to go.
+			got, err := l.lockWithin(ctx, conn, writerGrace)
+			if err != nil || got {
+				return err
+			}
+			if others, err = queryWriters(ctx, conn, l.key); err != nil {
+				return classify(err, l.s.password)
+			}
+			holder = holderOf(others)
 			return retry.Terminal(fmt.Errorf("sink %s (cluster %s, schema %s): %w: %s; stop it, run one kube-cdc per database, cluster and sink "+
 				"(or several with leaderElection), or start this one with --wait to take over when it stops",
 				l.s.name, l.s.cluster, l.s.opts.Schema, ErrWriterLockHeld, holder))
@@ -329,6 +343,29 @@ func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, wait bool) error 
 			return classify(err, l.s.password)
 		}
 	}
+}
+
+// lockWithin waits up to d for the lock on conn and says whether it got it.
+func (l *writerLock) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Duration) (bool, error) {
+	setTimeout := func(d time.Duration) error {
+		_, err := conn.Exec(ctx, "SELECT set_config('lock_timeout', $1, false)", strconv.FormatInt(d.Milliseconds(), 10))
+		return err
+	}
+	if err := setTimeout(d); err != nil {
+		return false, classify(err, l.s.password)
+	}
+	_, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout
+	default:
+		return false, classify(err, l.s.password)
+	}
+	if err := setTimeout(writerWarnEvery); err != nil {
+		return false, classify(err, l.s.password)
+	}
+	return pgErr == nil, nil
 }
 
 // holderOf names the session holding the lock among others ("" sessions visible means it

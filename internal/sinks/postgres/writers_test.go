@@ -104,8 +104,11 @@ func waitGauge(t *testing.T, g *writersGauge, sink string, want int, within time
 
 func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 	writersTiming(t, 100*time.Millisecond, time.Minute)
+	ow := writerGrace
+	writerGrace = 200 * time.Millisecond
+	t.Cleanup(func() { writerGrace = ow })
 	dsn := pg.NewDatabase(t)
-	_, aLog, aGauge := writer(t, dsn, "warehouse")
+	_, _, aGauge := writer(t, dsn, "warehouse")
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
 	// A sink of another name is another writer.
 	writer(t, dsn, "archive")
@@ -132,8 +135,29 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 	if len(ws) != 1 || !ws[0].Holds {
 		t.Errorf("Writers after the refusal = %v, want the holder alone", ws)
 	}
-	if aLog.count("waits to take this sink over") != 0 {
-		t.Errorf("the holder saw a waiter:\n%s", aLog)
+}
+
+func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T) {
+	ow := writerGrace
+	writerGrace = time.Minute
+	t.Cleanup(func() { writerGrace = ow })
+	dsn := pg.NewDatabase(t)
+	a, _, _ := writer(t, dsn, "warehouse")
+	b, _, _ := openWriter(t, dsn, "warehouse")
+	claimed := make(chan error, 1)
+	go func() { claimed <- b.ClaimWriter(testCtx(t), false) }()
+	eventually(t, 10*time.Second, "the second claim waiting in pg_locks", func() bool {
+		ws, err := a.Writers(testCtx(t))
+		return err == nil && len(ws) == 2
+	})
+	a.Close() // as a process that has just been killed
+	select {
+	case err := <-claimed:
+		if err != nil {
+			t.Fatalf("the claim: %v, want the lock of the holder that ended within the grace", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim did not end within 10s of the holder closing")
 	}
 }
 
