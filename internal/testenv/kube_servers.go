@@ -216,7 +216,7 @@ func (k *Kube) StartEtcd(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if api == nil {
+	if api == nil || api.exitErr() != nil { // not started yet, or stopped around a restart
 		return nil
 	}
 	return k.waitAPIServerReady(ctx)

@@ -606,3 +606,58 @@ func TestStartKubeWithoutBinariesSaysHowToGetThem(t *testing.T) {
 		t.Errorf("StartKube without binaries = %v, want an error saying to run make testbin", err)
 	}
 }
+
+func TestKubeRestoreEtcdGoesBackInTimeAndWipeEtcdRebuildsTheCluster(t *testing.T) {
+	k := NewKube(t, KubeOptions{})
+	ctx := testContext(t, 3*time.Minute)
+	cms := k.Clientset().CoreV1().ConfigMaps("default")
+	kept, err := cms.Create(ctx, configMap("default", "kept", "1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup, err := k.BackupEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := cms.Create(ctx, configMap("default", "lost", "1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RestoreEtcd(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cms.Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil || got.UID != kept.UID || got.ResourceVersion != kept.ResourceVersion {
+		t.Errorf("kept after the restore: %v, %v; want uid %s RV %s", got, err, kept.UID, kept.ResourceVersion)
+	}
+	if _, err := cms.Get(ctx, "lost", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lost after the restore: %v, want NotFound", err)
+	}
+	again, err := cms.Create(ctx, configMap("default", "again", "1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := func(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
+	if rv(again.ResourceVersion) > rv(lost.ResourceVersion) {
+		t.Errorf("the first create after the restore got RV %s, above %s issued before it: the restore did not go back in time",
+			again.ResourceVersion, lost.ResourceVersion)
+	}
+
+	system := func() string {
+		ns, err := k.Clientset().CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(ns.UID)
+	}
+	before := system()
+	if err := k.WipeEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "kept", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("kept after the wipe: %v, want NotFound", err)
+	}
+	if after := system(); after == before {
+		t.Errorf("kube-system's uid is %s before and after the wipe, want a new one", after)
+	}
+}
