@@ -23,6 +23,10 @@ const (
 	// covers it any more (relabelled out of a selector, a namespace or selector removed
 	// from the configuration).
 	ReasonOutOfScope = "out-of-scope"
+	// ReasonRecreated: a relist found another object (a new uid) under the key. The old
+	// uid was deleted, and its delete is recorded, before the new object's create, at the
+	// RV just below the new object's (see InferredDeleteBefore).
+	ReasonRecreated = "recreated"
 )
 
 // Resource names one API resource as resolved by discovery.
@@ -69,12 +73,13 @@ type Change struct {
 	Key      Key
 	UID      string
 	// RV is the object's resourceVersion; for a delete, the RV of the DELETE event; for an
-	// inferred delete, the RV of the LIST that revealed it.
+	// inferred delete, the RV of the LIST that revealed it, except for ReasonRecreated:
+	// the RV just below the new object's (see InferredDeleteBefore).
 	RV       RV
 	Op       Op
 	Inferred bool // a delete that was not observed, found by the reconcile diff
-	// Reason says why an inferred delete happened: ReasonGone or ReasonOutOfScope; "" for
-	// observed changes.
+	// Reason says why an inferred delete happened: ReasonGone, ReasonOutOfScope or
+	// ReasonRecreated; "" for observed changes.
 	Reason   string
 	Snapshot bool // written by a LIST rather than a watch event
 	// ListRV is, for a snapshot, the RV of the LIST that read it: the object was as
@@ -93,7 +98,8 @@ type Change struct {
 	// Time is when the change happened as far as the object itself tells: the newest of
 	// its managedFields times, creationTimestamp and deletionTimestamp (second precision).
 	// It is the same every time the same change is read, so re-emits stay exact copies.
-	// Zero when the object says nothing (inferred deletes).
+	// Zero when the object says nothing (inferred deletes, except ReasonRecreated's, which
+	// carry the new object's Time).
 	Time time.Time
 	// ObservedAt is when kube-cdc received the event (lag is measured from it).
 	ObservedAt time.Time
@@ -120,4 +126,28 @@ type Batch struct {
 type Entry struct {
 	UID string
 	RV  RV
+}
+
+// InferredDeleteBefore is the inferred delete (ReasonRecreated) of held, the object a
+// sink holds under next's key, when a LIST shows next there with another uid: the held
+// object was deleted and next created under its name.
+//
+// Its RV is next.RV-1. The held object's delete came before next's creation, which is at
+// or below next.RV, so at next.RV-1 the held object was gone, and held.RV < next.RV-1 <
+// next.RV: per key the RVs still grow (an RV-guarded upsert takes the delete and then
+// the create; a consumer keeping the highest RV per key drops neither). The LIST's RV,
+// which other inferred deletes carry, is above next.RV and would put the delete after
+// the create in RV order.
+//
+// Its Time is next's: the held object had ended by then. It is the same every time the
+// same LIST is reconciled again (re-emits stay exact copies), and a consumer ordering by
+// time (Kafka's ts_ms) does not see the delete after the create, as it would with the
+// time of observation.
+func InferredDeleteBefore(next Change, held Entry) Change {
+	rv := next.RV
+	if rv > 0 {
+		rv--
+	}
+	return Change{Cluster: next.Cluster, Resource: next.Resource, Key: next.Key, UID: held.UID, RV: rv,
+		Op: OpDelete, Inferred: true, Reason: ReasonRecreated, Time: next.Time, ObservedAt: next.ObservedAt}
 }

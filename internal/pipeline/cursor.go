@@ -174,7 +174,10 @@ func (c *cursor) loadIndex() error {
 }
 
 // reconcile is the reconcile diff's step for one listed object: nothing when the sink
-// holds this very version, else an upsert marked as a snapshot.
+// holds this very version, else an upsert marked as a snapshot. When the sink holds
+// another uid under the key, that object was deleted and this one created under its
+// name while nobody watched: its inferred delete (change.ReasonRecreated, just below the
+// new object's RV) goes first, so a uid-keyed consumer learns the old object ended.
 func (c *cursor) reconcile(ch change.Change) {
 	if c.index == nil {
 		return // a relist whose beginning this cursor did not see (it was detached)
@@ -187,6 +190,9 @@ func (c *cursor) reconcile(ch change.Change) {
 	ch.Op = change.OpUpdate
 	if !ok || held.UID != ch.UID {
 		ch.Op = change.OpCreate
+	}
+	if ok && held.UID != ch.UID && held.UID != "" {
+		c.add(change.InferredDeleteBefore(ch, held))
 	}
 	c.add(ch)
 }

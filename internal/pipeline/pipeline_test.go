@@ -156,13 +156,14 @@ func TestReconcileDiffEmitsOnlyWhatTheSinkDoesNotHold(t *testing.T) {
 	log, ck := s.snapshot()
 	got := map[string]string{}
 	for _, c := range log {
-		got[c.Key.Name] = fmt.Sprintf("%s inferred=%v snapshot=%v rv=%d", c.Op, c.Inferred, c.Snapshot, c.RV)
+		got[c.Key.Name+" "+c.UID] = fmt.Sprintf("%s inferred=%v snapshot=%v rv=%d", c.Op, c.Inferred, c.Snapshot, c.RV)
 	}
 	want := map[string]string{
-		"changed":   "update inferred=false snapshot=true rv=20",
-		"recreated": "create inferred=false snapshot=true rv=21",
-		"fresh":     "create inferred=false snapshot=true rv=22",
-		"gone":      "delete inferred=true snapshot=false rv=30",
+		"changed u2":    "update inferred=false snapshot=true rv=20",
+		"recreated old": "delete inferred=true snapshot=false rv=20", // recreate_test.go
+		"recreated new": "create inferred=false snapshot=true rv=21",
+		"fresh u4":      "create inferred=false snapshot=true rv=22",
+		"gone u3":       "delete inferred=true snapshot=false rv=30",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(log) != len(want) {
 		t.Errorf("changes = %v\nwant %v", got, want)

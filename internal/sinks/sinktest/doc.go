@@ -8,6 +8,9 @@
 //   - replaying an older batch neither undoes newer versions nor moves the checkpoint back;
 //   - a batch without changes (a bookmark) still moves the checkpoint;
 //   - deleted keys, observed or inferred, leave the key index;
+//   - the key index holds each key's uid, and an object recreated under its name (a new
+//     uid) is deleted under the old uid before it is created under the new one, and ends
+//     live with the new uid;
 //   - a write that fails part-way leaves the checkpoint where it was, and writing the same
 //     batch again afterwards completes it, every record there and in per-key order;
 //   - after a restart (Close, open again on the same durable state) the checkpoint and key

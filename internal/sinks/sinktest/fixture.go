@@ -53,6 +53,13 @@ func (f fixture) inferredDelete(name string, gen int, rv change.RV) change.Chang
 	return c
 }
 
+// snapshot is a create written by a relist whose LIST was at listRV.
+func (f fixture) snapshot(name string, gen int, rv, listRV change.RV) change.Change {
+	c := f.change(name, gen, rv, change.OpCreate)
+	c.Snapshot, c.ListRV = true, listRV
+	return c
+}
+
 func batch(checkpoint change.RV, changes ...change.Change) change.Batch {
 	return change.Batch{Resource: Resource, Changes: changes, Checkpoint: checkpoint}
 }

@@ -24,6 +24,7 @@ func Run(t *testing.T, h Harness) {
 		{"AWriteThatFailsPartWayKeepsTheCheckpointAndCompletesWhenRetried/large", func(r *run) { failurePartWay(r, 100) }},
 		{"AfterARestartCheckpointAndKeyIndexReadBackAndWritingGoesOn", restartReadsBack},
 		{"AfterAFailedWriteAndARestartWritingTheBatchAgainCompletesIt", restartAfterFailure},
+		{"ARecreatedObjectsOldUIDIsDeletedBeforeItsNewUIDIsCreatedAndTheNewUIDStaysLive", recreatedObject},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(newRun(t, h)) })
@@ -265,4 +266,49 @@ func restartAfterFailure(r *run) {
 	r.expectCheckpoint(b.Checkpoint, "after writing the batch again")
 	r.expectKeys(want(all...), "after writing the batch again")
 	r.expectRecords(r.records(), all, r.h.ExactlyOnce, "after writing the batch again")
+}
+
+// recreatedObject is what a relist writes for objects deleted and created again under
+// their names while nobody watched (the reconcile diff found another uid under the key):
+// the old uid's inferred delete (reason recreated) just below the new object's RV, then
+// the new object's snapshot create, in the relist's batches, which keep the old
+// checkpoint until the last. For a the two are in one batch; for b a restart falls
+// between them. The sink must take the delete above the held version and the create
+// above the delete (the RV guard), keep them in that order (per key by RV), and hold the
+// new uid live at the end, also after the relist's batches are written again.
+func recreatedObject(r *run) {
+	first := batch(15,
+		r.f.change("a", 1, 10, change.OpCreate),
+		r.f.change("b", 1, 11, change.OpCreate),
+		r.f.change("c", 1, 12, change.OpCreate))
+	r.write(first)
+	newA, newB := r.f.snapshot("a", 2, 20, 40), r.f.snapshot("b", 2, 22, 40)
+	// What the reconcile diff emits, from the uids the sink's key index holds.
+	held := r.keyIndex()
+	relist := batch(15,
+		change.InferredDeleteBefore(newA, held[newA.Key]), newA,
+		change.InferredDeleteBefore(newB, held[newB.Key]))
+	if d := relist.Changes[0]; d.RV != 19 || d.UID != uid("a", 1) {
+		r.t.Fatalf("sinktest: the recreated delete of a is %s of uid %s, want a@19 of %s", recordOf(d), d.UID, uid("a", 1))
+	}
+	end := batch(40, newB)
+	r.write(relist)
+	r.expectKeys(want(append(first.Changes, relist.Changes...)...), "after the old uids' deletes and a's new uid")
+	r.restart()
+	r.write(end)
+	all := append(append(append([]change.Change{}, first.Changes...), relist.Changes...), end.Changes...)
+	k := want(all...)
+	if k[newA.Key].UID != newA.UID || k[newB.Key].UID != newB.UID {
+		r.t.Fatalf("sinktest: the recreated case expects the new uids to end live, not %+v", k)
+	}
+	r.expectKeys(k, "after the relist")
+	r.expectCheckpoint(40, "after the relist")
+	r.expectRecords(r.records(), all, true, "after the relist")
+
+	// Written again (retries whose outcome was unknown), they change nothing.
+	r.write(relist)
+	r.write(end)
+	r.expectKeys(k, "after the relist's batches were written again")
+	r.expectCheckpoint(40, "after the relist's batches were written again")
+	r.expectRecords(r.records(), all, r.h.ExactlyOnce, "after the relist's batches were written again")
 }
