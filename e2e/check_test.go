@@ -153,6 +153,48 @@ func TestCheckAndRunAgreeOnNamespacedRBAC(t *testing.T) {
 	checkRunSyncs(t, one, dsn)
 }
 
+// RoleBindings in exactly the configured namespaces suffice (design §1.9): a user who may
+// list and watch ConfigMaps in a and b, and nowhere else, passes check with a row per
+// namespace, and run syncs both namespaces, snapshot and watch alike.
+func TestCheckAndRunAgreeOnRoleBindingsInBothConfiguredNamespaces(t *testing.T) {
+	ctx := context.Background()
+	a, b := namespace(t, "a"), namespace(t, "b")
+	createConfigMaps(t, a, 0, 2, nil)
+	createConfigMaps(t, b, 0, 3, nil)
+	const user = "e2e-check-two-ns"
+	_, kc, err := kube.RestrictedUser(ctx, user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}
+	checkRoleBinding(t, a, user, rule)
+	checkRoleBinding(t, b, user, rule)
+
+	dsn := pg.NewDatabase(t)
+	cfg := writeConfig(t, strings.Replace(pgConfigYAML(dsn, "  - name: configmaps\n    namespaces: ["+a+", "+b+"]", ""), kube.Kubeconfig, kc, 1))
+	code, out := runCLI(t, "check", "-c", cfg)
+	if code != 0 {
+		t.Fatalf("check: exit %d, want 0\n%s", code, out)
+	}
+	for _, ns := range []string{a, b} {
+		if !regexp.MustCompile(`resource configmaps\s+ok\s+list, watch allowed in namespace ` + ns + `\b`).MatchString(out) {
+			t.Errorf("check: no ok row for namespace %s in:\n%s", ns, out)
+		}
+	}
+
+	d := start(t, "run", "-c", cfg)
+	converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, a, b) })
+	// Then the watches, one per namespace: a change in each arrives.
+	createConfigMaps(t, a, 2, 3, nil)
+	createConfigMaps(t, b, 3, 4, nil)
+	converges(t, dsn, "configmaps", func() map[string]string { return listedConfigMaps(t, a, b) })
+	conn := connect(t, dsn)
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.checkpoints WHERE resource = 'configmaps' AND resource_version > 0`); n != 2 {
+		t.Errorf("%d checkpoints, want one per namespace", n)
+	}
+	stopOK(t, d)
+}
+
 // checkFails runs `kube-cdc check -c cfg` and asserts a non-zero exit and a row matching
 // want.
 func checkFails(t *testing.T, cfg, want string) {

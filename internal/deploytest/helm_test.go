@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
@@ -46,8 +47,17 @@ func render(t *testing.T, valuesFile string) rendered {
 }
 
 // renderValues renders the chart as `helm install cdc -n observability` would with these
-// values; a template's `fail` is the error.
+// values; a template's `fail` is the error. Nothing is looked up in a cluster, as under
+// `helm template`.
 func renderValues(t *testing.T, vals map[string]any) (rendered, error) {
+	t.Helper()
+	return renderOn(t, vals, nil, false)
+}
+
+// renderOn renders the chart as `helm install` (or, with upgrade, `helm upgrade`) of
+// release cdc into namespace observability with these values; with cluster, the
+// templates' lookup reads that apiserver, as helm does.
+func renderOn(t *testing.T, vals map[string]any, cluster *rest.Config, upgrade bool) (rendered, error) {
 	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
@@ -57,12 +67,17 @@ func renderValues(t *testing.T, vals map[string]any) (rendered, error) {
 		t.Fatal(err)
 	}
 	rv, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{
-		Name: "cdc", Namespace: "observability", IsInstall: true,
+		Name: "cdc", Namespace: "observability", IsInstall: !upgrade, IsUpgrade: upgrade,
 	}, chartutil.DefaultCapabilities)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := engine.Render(chrt, rv)
+	var files map[string]string
+	if cluster != nil {
+		files, err = engine.RenderWithClient(chrt, rv, cluster)
+	} else {
+		files, err = engine.Render(chrt, rv)
+	}
 	if err != nil {
 		return rendered{}, err
 	}

@@ -8,9 +8,9 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 )
 
-// helm lint --strict, for the default values and the HA values.
+// helm lint --strict, for the default values, the HA values and values streaming Secrets.
 func TestChartLints(t *testing.T) {
-	for _, file := range []string{"", "testdata/helm-ha.yaml"} {
+	for _, file := range []string{"", "testdata/helm-ha.yaml", "testdata/helm-secrets.yaml"} {
 		vals := map[string]any{}
 		if file != "" {
 			var err error

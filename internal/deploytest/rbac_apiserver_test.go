@@ -18,14 +18,36 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
+// The chart against a real apiserver (one for both subtests: starting one costs more
+// than the checks).
+func TestChartOnAnAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver")
+	}
+	k := testenv.NewKube(t, testenv.KubeOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, ns := range []string{release, "team-a", "team-b"} {
+		if _, err := k.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("RBAC lets kube-cdc list and watch exactly what is configured", func(t *testing.T) {
+		chartRBACOnAnAPIServer(ctx, t, k)
+	})
+	t.Run("an upgrade keeps the digest key the install made", func(t *testing.T) {
+		chartDigestKeyOnAnAPIServer(ctx, t, k)
+	})
+}
+
+// release is the namespace the tests install the chart into.
+const release = "observability"
+
 // The chart's RBAC objects, applied to a real apiserver, let kube-cdc's ServiceAccount
 // list and watch exactly what the values configure: asked as that ServiceAccount (its own
 // token, real LIST and WATCH requests, as kube-cdc makes them), Secrets configured for
 // team-a are readable in team-a only, and a bare "deployments" is readable in apps.
-func TestChartRBACOnAnAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver")
-	}
+func chartRBACOnAnAPIServer(ctx context.Context, t *testing.T, k *testenv.Kube) {
 	r, err := renderValues(t, resources(
 		"namespaces",
 		"deployments",
@@ -34,15 +56,6 @@ func TestChartRBACOnAnAPIServer(t *testing.T) {
 	))
 	if err != nil {
 		t.Fatal(err)
-	}
-	k := testenv.NewKube(t, testenv.KubeOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	const release = "observability"
-	for _, ns := range []string{release, "team-a", "team-b"} {
-		if _, err := k.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	applyRBAC(ctx, t, k.Dynamic(), r, release)
 
@@ -167,4 +180,47 @@ func applyRBAC(ctx context.Context, t *testing.T, dyn dynamic.Interface, r rende
 	}
 	sort.Strings(applied)
 	t.Logf("applied %v", applied)
+}
+
+// The digest key the chart makes at install is the key of every later upgrade: the
+// upgrade's render reads the Secret back through lookup, as helm does, and keeps its
+// value (a new key would change every Secret's digest at its next change). A render
+// without a cluster makes another key, so it is lookup that keeps it, not chance.
+func chartDigestKeyOnAnAPIServer(ctx context.Context, t *testing.T, k *testenv.Kube) {
+	const name = "cdc-kube-cdc-digest-key"
+	vals := valuesOf(t, secretsInTeamA)
+	keyOf := func(r rendered) string {
+		t.Helper()
+		return string(into[corev1.Secret](t, r, "Secret", name).Data["digest-key"])
+	}
+	install, err := renderOn(t, vals, k.Config, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := keyOf(install)
+	secrets := k.Dynamic().Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(release)
+	if _, err := secrets.Create(ctx, install.objects["Secret/"+name], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 2 {
+		upgrade, err := renderOn(t, vals, k.Config, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := keyOf(upgrade); got != key {
+			t.Fatalf("upgrade %d rendered key %q, want the installed %q", i+1, got, key)
+		}
+		if ref := secretRefOf(t, upgrade); ref.Name != name {
+			t.Errorf("upgrade %d: the pod reads the key from %s", i+1, ref.Name)
+		}
+	}
+
+	offline, err := renderOn(t, vals, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keyOf(offline) == key {
+		t.Error("a render that could not look the Secret up made the same key")
+	}
 }

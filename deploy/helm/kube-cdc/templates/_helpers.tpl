@@ -260,3 +260,50 @@ and watches (a LIST, then a WATCH from its resourceVersion); it never gets one o
   verbs: ["list", "watch"]
 {{- end -}}
 {{- end -}}
+
+{{/*
+kube-cdc.digestKey decides where the pod's Secret digest key comes from, as YAML:
+{name, key, create} (the Secret and its key for KUBE_CDC_TRANSFORMS__DIGESTKEY; create:
+the chart makes that Secret), or {} when the chart wires no key. kube-cdc needs a key only
+to stream core Secrets with transforms.redactSecrets on (config.NamesSecrets and
+Transforms.validate); the RBAC helper already turns every name form into group/resource,
+so the same reading decides both. The chart stays out of the way of a key the user
+passes otherwise: digestKey.enabled false, KUBE_CDC_TRANSFORMS__DIGESTKEY in extraEnv, or
+transforms.digestKeyFile (kube-cdc refuses digestKey and digestKeyFile together). A key
+written into config would land in the ConfigMap, readable by whoever may read
+ConfigMaps: the render fails instead.
+*/}}
+{{- define "kube-cdc.digestKey" -}}
+{{- $transforms := default (dict) (default (dict) .Values.config).transforms -}}
+{{- if $transforms.digestKey -}}
+{{- fail "config.transforms.digestKey would put the Secret digest key into the ConfigMap: remove it, and let the chart keep the key in a Secret (digestKey.existingSecret for one of yours)" -}}
+{{- end -}}
+{{- $rbac := include "kube-cdc.rbac" . | fromYaml -}}
+{{- $rules := $rbac.cluster -}}
+{{- range $ns, $nsRules := $rbac.namespaced -}}
+{{- $rules = concat $rules $nsRules -}}
+{{- end -}}
+{{- $secrets := false -}}
+{{- range $rules -}}
+{{- if and (eq .group "") (eq .resource "secrets") -}}
+{{- $secrets = true -}}
+{{- end -}}
+{{- end -}}
+{{- $redact := ne (toString (dig "redactSecrets" true $transforms)) "false" -}}
+{{- $byUser := or (not .Values.digestKey.enabled) $transforms.digestKeyFile -}}
+{{- range .Values.extraEnv -}}
+{{- if eq (toString .name) "KUBE_CDC_TRANSFORMS__DIGESTKEY" -}}
+{{- $byUser = true -}}
+{{- end -}}
+{{- end -}}
+{{- if and $secrets $redact (not $byUser) -}}
+{{- $key := required "digestKey.secretKey is required" .Values.digestKey.secretKey -}}
+{{- with .Values.digestKey.existingSecret -}}
+{{- toYaml (dict "name" . "key" $key "create" false) -}}
+{{- else -}}
+{{- toYaml (dict "name" (printf "%s-digest-key" (include "kube-cdc.fullname" .)) "key" $key "create" true) -}}
+{{- end -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
