@@ -14,6 +14,7 @@ import (
 var (
 	_ pipeline.Sink        = (*postgres.Sink)(nil)
 	_ pipeline.ScopeKeeper = (*postgres.Sink)(nil)
+	_ pipeline.EpochKeeper = (*postgres.Sink)(nil)
 	_ pipeline.Sink        = (*kafka.Sink)(nil)
 	_ pipeline.Sink        = (*stdout.Sink)(nil)
 	_ pipeline.Streamer    = (*source.Stream)(nil)

@@ -75,7 +75,12 @@ type Change struct {
 	// RV is the object's resourceVersion; for a delete, the RV of the DELETE event; for an
 	// inferred delete, the RV of the LIST that revealed it, except for ReasonRecreated:
 	// the RV just below the new object's (see InferredDeleteBefore).
-	RV       RV
+	RV RV
+	// Epoch counts the time travels this sink has seen of the resource (0 until the
+	// first): an etcd restored from a backup, a cluster rebuilt under the same name. RVs
+	// restart lower in a new epoch and may be issued again for other changes, so versions
+	// are ordered by (Epoch, RV), never by RV alone.
+	Epoch    int
 	Op       Op
 	Inferred bool // a delete that was not observed, found by the reconcile diff
 	// Reason says why an inferred delete happened: ReasonGone, ReasonOutOfScope or
@@ -120,7 +125,36 @@ type Batch struct {
 	Resource   Resource
 	Changes    []Change
 	Checkpoint RV
+	// Epoch is the epoch of Checkpoint (see Change.Epoch): a store orders checkpoints by
+	// (Epoch, Checkpoint), so the first checkpoint of a new epoch replaces a higher RV of
+	// the old one. The relist that starts an epoch writes checkpoint 0 until it ends.
+	Epoch int
+	// TimeTravel is set on the first batch of a new epoch: what revealed it, for a sink
+	// that records time travels durably.
+	TimeTravel *TimeTravel
 }
+
+// TimeTravel is the evidence that the cluster went back in time under a sink: its
+// resource versions are below what the sink already holds.
+type TimeTravel struct {
+	Epoch      int       // the new epoch
+	Reason     string    // TravelListBelowCheckpoint or TravelObjectWentBack
+	Checkpoint RV        // the sink's checkpoint when it was found
+	ListRV     RV        // the RV of the LIST that revealed it
+	Key        Key       // TravelObjectWentBack: the object whose RV went back
+	HeldRV     RV        // TravelObjectWentBack: the RV the sink held of it
+	At         time.Time // when it was found
+}
+
+// Reasons of time travels (TimeTravel.Reason).
+const (
+	// TravelListBelowCheckpoint: a LIST's RV is below the sink's checkpoint; the cluster
+	// has not reached what the sink already saw (an etcd restore, a rebuilt cluster).
+	TravelListBelowCheckpoint = "list-below-checkpoint"
+	// TravelObjectWentBack: a LIST shows an object (same uid) at an RV below the version
+	// the sink holds; an etcd restored to a backup older than that version.
+	TravelObjectWentBack = "object-went-back"
+)
 
 // Entry is what a sink holds of one live object: the key index's value.
 type Entry struct {

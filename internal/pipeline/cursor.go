@@ -43,6 +43,17 @@ type cursor struct {
 	// is called once the relist that swept them is committed (Target.Sweeps).
 	forget func(context.Context) error
 
+	// Time travel (see change.TimeTravel). epoch stamps every change and batch; it is read
+	// from the sink (EpochKeeper) when the cursor first runs, and grows by one when a
+	// relist shows the cluster behind what the sink holds. relistFrom is the committed
+	// checkpoint when the relist under way began; travelled says this relist found a time
+	// travel already; travel goes with the next batch.
+	epoch       int
+	epochLoaded bool
+	relistFrom  change.RV
+	travelled   bool
+	travel      *change.TimeTravel
+
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
 }
@@ -57,6 +68,11 @@ func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Con
 // run consumes q until it is closed, then writes what is left.
 func (c *cursor) run(q <-chan change.Event) error {
 	c.index = nil // a relist cut short by a detach starts over on the next stream
+	if !c.epochLoaded {
+		if err := c.loadEpoch(); err != nil {
+			return err
+		}
+	}
 	clk := c.p.opts.Clock
 	timer := clk.NewTimer(time.Hour)
 	timer.Stop()
@@ -114,6 +130,7 @@ func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.sent }
 // the cluster name is stamped.
 func (c *cursor) add(ch change.Change) {
 	ch.Cluster = c.p.opts.Cluster
+	ch.Epoch = c.epoch
 	if len(c.batch) == 0 {
 		c.first = c.p.opts.Clock.Now()
 	}
@@ -144,14 +161,63 @@ func (c *cursor) handle(ev change.Event) error {
 		if err := c.wait(); err != nil {
 			return err
 		}
+		c.relistFrom, c.travelled = c.committed, false
 		return c.loadIndex()
 	case change.Listed:
+		if c.index != nil && ev.Change.ListRV > 0 && ev.Change.ListRV < c.relistFrom {
+			c.timeTravel(change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: ev.Change.ListRV})
+		}
 		c.reconcile(ev.Change)
 	case change.RelistEnd:
 		c.reconcileEnd(ev.RV)
 		return c.flush()
 	}
 	return nil
+}
+
+// loadEpoch reads the epoch of the sink's checkpoint, when the sink keeps one.
+func (c *cursor) loadEpoch() error {
+	k, ok := c.sink.(EpochKeeper)
+	if ok {
+		err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "read epoch", func(ctx context.Context) (err error) {
+			c.epoch, err = k.Epoch(ctx, c.res)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sink %s: read epoch of %s: %w", c.sink.Name(), c.res.ID(), err)
+		}
+	}
+	c.epochLoaded = true
+	return nil
+}
+
+// timeTravel starts a new epoch, once per relist, when the relist under way shows the
+// cluster behind what the sink holds (an etcd restore, a cluster rebuilt under the same
+// name). From here on every change of the relist is stamped with the new epoch, so the
+// sink takes the cluster's versions as they are now over the higher RVs it held; the
+// checkpoint is 0 until the relist ends (a crash part-way relists again, in the new
+// epoch) and then the LIST's RV, however far below the old checkpoint.
+func (c *cursor) timeTravel(tt change.TimeTravel) {
+	if c.travelled {
+		return
+	}
+	c.travelled = true
+	c.epoch++
+	tt.Epoch, tt.Checkpoint, tt.At = c.epoch, c.relistFrom, c.p.opts.Clock.Now()
+	c.travel = &tt
+	c.pending = 0
+	for i := range c.batch { // not written yet: this relist's, after its RelistBegin flush
+		c.batch[i].Epoch = c.epoch
+	}
+	args := []any{"reason", tt.Reason, "checkpoint", tt.Checkpoint.String(), "list_resource_version", tt.ListRV.String(), "epoch", tt.Epoch}
+	if tt.Reason == change.TravelObjectWentBack {
+		args = append(args, "object", tt.Key.String(), "held_resource_version", tt.HeldRV.String())
+	}
+	c.log.Warn("time travel: the cluster is behind what the sink holds (an etcd restore, or a cluster rebuilt under the same name); "+
+		"relisting in a new epoch, whose versions replace the sink's whatever their resource versions", args...)
+	if m, ok := c.p.opts.Metrics.(TimeTravelObserver); ok {
+		m.TimeTravel(c.sink.Name(), c.res.ID(), tt.Reason)
+	}
 }
 
 func (c *cursor) loadIndex() error {
@@ -187,6 +253,11 @@ func (c *cursor) reconcile(ch change.Change) {
 	if ok && held.UID == ch.UID && held.RV == ch.RV {
 		return
 	}
+	if ok && held.UID == ch.UID && ch.RV < held.RV {
+		// A LIST at or past the checkpoint shows every object at or past the version the
+		// sink holds; an older version of the same object is the cluster gone back.
+		c.timeTravel(change.TimeTravel{Reason: change.TravelObjectWentBack, ListRV: ch.ListRV, Key: ch.Key, HeldRV: held.RV})
+	}
 	ch.Op = change.OpUpdate
 	if !ok || held.UID != ch.UID {
 		ch.Op = change.OpCreate
@@ -206,6 +277,9 @@ func (c *cursor) reconcile(ch change.Change) {
 func (c *cursor) reconcileEnd(listRV change.RV) {
 	if c.index == nil {
 		return
+	}
+	if listRV < c.relistFrom {
+		c.timeTravel(change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: listRV})
 	}
 	left := c.index
 	c.index = nil
@@ -277,7 +351,8 @@ func (c *cursor) flush() error {
 	}
 	// Until a relist ends, its batches keep the old checkpoint (pending does not move
 	// during a relist): a crash part-way relists again.
-	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending}
+	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending, Epoch: c.epoch, TimeTravel: c.travel}
+	c.travel = nil
 	relisting := c.index != nil
 	c.sent = c.pending
 	c.batch = make([]change.Change, 0, min(cap(c.batch), c.p.opts.BatchSize))

@@ -47,3 +47,16 @@ type ScopeKeeper interface {
 	// in keep.
 	ForgetScopes(ctx context.Context, res change.Resource, keep []string) error
 }
+
+// EpochKeeper is an optional Sink ability: a sink that stores the epoch of its checkpoint
+// (change.Batch.Epoch) says which it is, so that a restart after a time travel goes on
+// in the new epoch. A sink without it starts every run in epoch 0.
+type EpochKeeper interface {
+	// Epoch returns the epoch of the sink's checkpoint of res; 0 when it has none.
+	Epoch(ctx context.Context, res change.Resource) (int, error)
+}
+
+// TimeTravelObserver is an optional Metrics ability: it counts time travels.
+type TimeTravelObserver interface {
+	TimeTravel(sink, resource, reason string)
+}

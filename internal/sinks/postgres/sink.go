@@ -130,6 +130,20 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 	return rv, nil
 }
 
+// Epoch (pipeline.EpochKeeper): the epoch of the checkpoint of (cluster, sink,
+// resource, scope); 0 without one.
+func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
+	var epoch int32
+	err := s.pool.QueryRow(ctx, s.sql.epoch, s.cluster, s.name, res.Group, res.Resource, res.Scope).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the epoch of %s: %w", res.ID(), classify(err, s.password))
+	}
+	return int(epoch), nil
+}
+
 // KeyIndex (pipeline.Sink): every live row of (cluster, group, resource). Rows are
 // not kept per scope, so the index covers every scope of the resource.
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {

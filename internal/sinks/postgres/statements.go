@@ -13,13 +13,14 @@ import (
 // dominated the latency of the small batches of a steady stream.
 const (
 	stageTable  = "kube_cdc_stage"
-	stageWidth  = 14
+	stageWidth  = 15
 	createStage = `CREATE TEMP TABLE kube_cdc_stage (
 		seq         int         NOT NULL,  -- position in the batch
 		namespace   text        NOT NULL,
 		name        text        NOT NULL,
 		uid         text        NOT NULL,
 		rv          bigint      NOT NULL,
+		epoch       int         NOT NULL,  -- change.Change.Epoch: versions order by (epoch, rv)
 		op          text        NOT NULL,
 		inferred    boolean     NOT NULL,
 		reason      text,                  -- why an inferred delete happened; NULL when observed
@@ -32,7 +33,7 @@ const (
 	) ON COMMIT DELETE ROWS`
 )
 
-var stageColumns = []string{"seq", "namespace", "name", "uid", "rv", "op", "inferred", "reason", "snapshot",
+var stageColumns = []string{"seq", "namespace", "name", "uid", "rv", "epoch", "op", "inferred", "reason", "snapshot",
 	"list_rv", "object", "labels", "changed_by", "observed_at"}
 
 // latestPerKey is the newest staged change of each key: the only one that can move its
@@ -42,12 +43,12 @@ var stageColumns = []string{"seq", "namespace", "name", "uid", "rv", "op", "infe
 const latestPerKey = `(SELECT * FROM pg_temp.kube_cdc_stage
 	 WHERE seq IN (SELECT DISTINCT ON (namespace, name) seq
 	                 FROM pg_temp.kube_cdc_stage
-	                ORDER BY namespace, name, rv DESC, seq DESC))`
+	                ORDER BY namespace, name, epoch DESC, rv DESC, seq DESC))`
 
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
-	quarantine, resolve, revive                                                                       string
+	quarantine, resolve, revive, epoch, saveEpoch                                                     string
 	scopes, forgetScopes                                                                              string
 }
 
@@ -59,19 +60,22 @@ func newStatements(schema string) statements {
 
 		checkpoint: fmt.Sprintf(`SELECT resource_version FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
+		epoch: fmt.Sprintf(`SELECT epoch FROM %s.checkpoints
+			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
 
 		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version FROM %s.objects
 			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
-		// At an equal RV a delete wins over a live row: an inferred delete carries the
+		// Versions order by (epoch, RV): a new epoch's version replaces any of an older
+		// epoch, whatever the RVs (time travel). At an equal version a delete wins over a live row: an inferred delete carries the
 		// LIST's RV, which is the object's own when it was the last write before the LIST.
 		// Deletes keep the last object (an inferred delete brings none) and record whether
 		// they were inferred; anything else revives the row. A new uid resets created_at.
 		upsert: fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
-				namespace, name, uid, resource_version, labels, object, changed_by,
+				namespace, name, uid, resource_version, epoch, labels, object, changed_by,
 				created_at, updated_at, deleted_at, delete_inferred, delete_reason)
-			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.labels, s.object, s.changed_by,
+			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object, s.changed_by,
 				now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
 				CASE WHEN s.op = 'delete' THEN s.reason END
 			  FROM %s s
@@ -81,6 +85,7 @@ func newStatements(schema string) statements {
 				kind             = excluded.kind,
 				uid              = CASE WHEN excluded.uid = '' THEN o.uid ELSE excluded.uid END,
 				resource_version = excluded.resource_version,
+				epoch            = excluded.epoch,
 				labels           = CASE WHEN excluded.object IS NULL THEN o.labels ELSE excluded.labels END,
 				object           = coalesce(excluded.object, o.object),
 				changed_by       = CASE WHEN excluded.object IS NULL THEN o.changed_by ELSE excluded.changed_by END,
@@ -89,8 +94,9 @@ func newStatements(schema string) statements {
 				deleted_at       = excluded.deleted_at,
 				delete_inferred  = excluded.delete_inferred,
 				delete_reason    = excluded.delete_reason
-			WHERE o.resource_version < excluded.resource_version
-			   OR o.resource_version = excluded.resource_version AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL`, s, latestPerKey),
+			WHERE (o.epoch, o.resource_version) < (excluded.epoch, excluded.resource_version)
+			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
+			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL`, s, latestPerKey),
 
 		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
 		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
@@ -112,7 +118,7 @@ func newStatements(schema string) statements {
 			   AND o.namespace = s.namespace AND o.name = s.name
 			   AND o.deleted_at IS NOT NULL AND o.delete_inferred
 			   AND s.snapshot AND s.op <> 'delete' AND s.list_rv >= o.resource_version
-			   AND o.resource_version >= s.rv
+			   AND o.resource_version >= s.rv AND o.epoch = s.epoch
 			   AND EXISTS (SELECT 1 FROM %[1]s.objects t
 							WHERE t.cluster = $1 AND t.api_group = $2 AND t.resource = $3
 							  AND t.deleted_at IS NOT NULL AND t.delete_inferred)`, s),
@@ -120,7 +126,8 @@ func newStatements(schema string) statements {
 		// $1 cluster, $2 group, $3 resource. The same RV guard as the upsert's for deletes.
 		hardDelete: fmt.Sprintf(`DELETE FROM %s.objects o USING %s s
 			WHERE s.op = 'delete' AND o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
-			  AND o.namespace = s.namespace AND o.name = s.name AND o.resource_version <= s.rv`, s, latestPerKey),
+			  AND o.namespace = s.namespace AND o.name = s.name
+			  AND (o.epoch, o.resource_version) <= (s.epoch, s.rv)`, s, latestPerKey),
 
 		// $1 cluster, $2 group, $3 resource. ids follow batch order because of the ORDER BY
 		// seq, and only because of it: a sequential scan of the stage does not return rows
@@ -128,11 +135,11 @@ func newStatements(schema string) statements {
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
 		insertChanges: fmt.Sprintf(`INSERT INTO %s.changes (cluster, api_group, resource, namespace, name, uid,
-				resource_version, op, inferred, reason, snapshot, object, changed_by, observed_at)
-			SELECT $1, $2, $3, namespace, name, uid, rv, op, inferred, reason, snapshot, object, changed_by, observed_at
+				resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
+			SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 			  FROM pg_temp.kube_cdc_stage
 			 ORDER BY seq
-			ON CONFLICT (cluster, api_group, resource, namespace, name, resource_version, op) DO NOTHING`, s),
+			ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
@@ -160,13 +167,22 @@ func newStatements(schema string) statements {
 			   AND EXISTS (SELECT 1 FROM %[1]s.quarantine u
 							WHERE u.cluster = $1 AND u.api_group = $2 AND u.resource = $3 AND u.resolved_at IS NULL)`, s, latestPerKey),
 
-		// A checkpoint never moves backwards, even when an old batch is replayed.
+		// A checkpoint never moves backwards in (epoch, RV), even when an old batch is
+		// replayed; a new epoch's checkpoint replaces a higher RV of an older one.
 		saveCheckpoint: fmt.Sprintf(`INSERT INTO %s.checkpoints AS c (cluster, sink, api_group, resource, scope,
-				resource_version, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, now())
+				resource_version, epoch, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, now())
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE SET
-				resource_version = GREATEST(c.resource_version, excluded.resource_version),
+				resource_version = CASE WHEN (c.epoch, c.resource_version) < (excluded.epoch, excluded.resource_version)
+				                        THEN excluded.resource_version ELSE c.resource_version END,
+				epoch            = GREATEST(c.epoch, excluded.epoch),
 				updated_at       = now()`, s),
+		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 epoch, $7 reason,
+		// $8 checkpoint RV, $9 LIST RV, $10 namespace, $11 name, $12 held RV, $13 time.
+		saveEpoch: fmt.Sprintf(`INSERT INTO %s.epochs (cluster, sink, api_group, resource, scope, epoch, reason,
+				checkpoint_rv, list_rv, namespace, name, held_rv, detected_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT DO NOTHING`, s),
 
 		status: fmt.Sprintf(`SELECT c.sink, c.api_group, c.resource, c.scope, c.resource_version, c.updated_at,
 				coalesce(o.live, 0), coalesce(o.deleted, 0), coalesce(q.quarantined, 0)

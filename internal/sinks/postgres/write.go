@@ -19,7 +19,7 @@ import (
 // PostgreSQL cannot store go to the quarantine table in that transaction instead (see
 // the package documentation), so a poison object never fails the batch.
 func (s *Sink) Write(ctx context.Context, b change.Batch) error {
-	if len(b.Changes) == 0 && b.Checkpoint == 0 {
+	if len(b.Changes) == 0 && b.Checkpoint == 0 && b.TimeTravel == nil {
 		return nil
 	}
 	if err := s.checkBatch(b); err != nil {
@@ -28,7 +28,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if err := s.writers.lostErr(); err != nil {
 		return retry.Terminal(err)
 	}
-	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint}
+	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, travel: b.TimeTravel}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
 	var err error
 	if len(b.Changes) <= smallBatch {
@@ -54,9 +54,15 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 type batchWrite struct {
 	res        change.Resource
 	checkpoint change.RV
+	epoch      int
+	travel     *change.TimeTravel
 	staged     []change.Change
 	bad        []quarantined
 }
+
+// savesCheckpoint says whether the batch moves the checkpoint: any RV, and in a later
+// epoch even 0 (a relist that started the epoch and has not ended: a crash relists).
+func (w *batchWrite) savesCheckpoint() bool { return w.checkpoint != 0 || w.epoch > 0 }
 
 // writeCopy writes a batch in an explicit transaction: COPY into the stage, then the
 // statements.
@@ -173,7 +179,10 @@ func (s *Sink) plan(w *batchWrite) []statement {
 	if len(w.staged) > 0 {
 		out = append(out, statement{sql: s.sql.resolve, args: []any{s.cluster, w.res.Group, w.res.Resource}, step: "resolve"})
 	}
-	if w.checkpoint != 0 {
+	if w.travel != nil {
+		out = append(out, s.epochStatement(w))
+	}
+	if w.savesCheckpoint() {
 		out = append(out, s.checkpointStatement(w))
 	}
 	return out
@@ -203,8 +212,23 @@ func hasSnapshot(cs []change.Change) bool {
 	return false
 }
 
+// epochStatement records the time travel that started the batch's epoch (epochs).
+func (s *Sink) epochStatement(w *batchWrite) statement {
+	tt := w.travel
+	var ns, name, held any
+	if tt.Reason == change.TravelObjectWentBack {
+		ns, name, held = tt.Key.Namespace, tt.Key.Name, tt.HeldRV
+	}
+	at := tt.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return statement{sql: s.sql.saveEpoch, step: "epoch", args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope,
+		int32(tt.Epoch), tt.Reason, tt.Checkpoint, tt.ListRV, ns, name, held, at}}
+}
+
 func (s *Sink) checkpointStatement(w *batchWrite) statement {
-	return statement{sql: s.sql.saveCheckpoint, args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope, w.checkpoint}}
+	return statement{sql: s.sql.saveCheckpoint, args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope, w.checkpoint, int32(w.epoch)}}
 }
 
 // writeBisecting is the safety net for a batch PostgreSQL refused with a data exception
@@ -261,8 +285,14 @@ func (s *Sink) writeBisecting(ctx context.Context, w *batchWrite) error {
 		if err := first(w.staged); err != nil {
 			return err
 		}
-		if w.checkpoint != 0 {
-			st := s.checkpointStatement(w)
+		var tail []statement
+		if w.travel != nil {
+			tail = append(tail, s.epochStatement(w))
+		}
+		if w.savesCheckpoint() {
+			tail = append(tail, s.checkpointStatement(w))
+		}
+		for _, st := range tail {
 			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
 				return err
 			}
@@ -381,7 +411,7 @@ func (r *stageRows) Values() ([]any, error) {
 		labels = emptyLabels
 	}
 	r.row = [stageWidth]any{
-		int32(r.i), c.Key.Namespace, c.Key.Name, c.UID, c.RV, string(c.Op),
+		int32(r.i), c.Key.Namespace, c.Key.Name, c.UID, c.RV, int32(c.Epoch), string(c.Op),
 		c.Inferred, reason(c), c.Snapshot, c.ListRV, c.Object, labels, c.ChangedBy, observedAt(c),
 	}
 	return r.row[:], nil
