@@ -158,8 +158,9 @@ const (
 
 // Entry is what a sink holds of one live object: the key index's value.
 type Entry struct {
-	UID string
-	RV  RV
+	UID   string
+	RV    RV
+	Epoch int // the epoch the version was written in (Change.Epoch)
 }
 
 // InferredDeleteBefore is the inferred delete (ReasonRecreated) of held, the object a

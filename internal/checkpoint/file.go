@@ -17,6 +17,7 @@ import (
 // checkpoint and the key index. The layout is
 //
 //	sinks/<sink>/<resource id>\x00<scope>/checkpoint   → RV, 8 bytes big endian
+//	sinks/<sink>/<resource id>\x00<scope>/epoch        → the checkpoint's epoch, 4 bytes big endian (absent: 0)
 //	sinks/<sink>/<resource id>\x00<scope>/keys/<key>   → entry (see encodeEntry)
 //
 // Each Commit is one bbolt transaction, so the key index and the checkpoint move together,
@@ -29,6 +30,7 @@ var (
 	bucketSinks   = []byte("sinks")
 	bucketKeys    = []byte("keys")
 	keyCheckpoint = []byte("checkpoint")
+	keyEpoch      = []byte("epoch")
 )
 
 // OpenFile opens (creating if needed) the bbolt file at path. A second process holding
@@ -80,6 +82,28 @@ func (f *File) Load(ctx context.Context, sink string, res change.Resource) (chan
 	return rv, nil
 }
 
+// Epoch returns the epoch of the checkpoint of (sink, res), 0 when none was committed.
+func (f *File) Epoch(ctx context.Context, sink string, res change.Resource) (int, error) {
+	var epoch int
+	err := f.db.View(func(tx *bolt.Tx) error {
+		if b := resourceBucket(tx, sink, res); b != nil {
+			epoch = getEpoch(b)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("load epoch of %s/%s: %w", sink, res.ID(), err)
+	}
+	return epoch, nil
+}
+
+func getEpoch(b *bolt.Bucket) int {
+	if v := b.Get(keyEpoch); len(v) == 4 {
+		return int(binary.BigEndian.Uint32(v))
+	}
+	return 0
+}
+
 // KeyIndex calls fn for every live key of (sink, res), in key order. fn runs inside a read
 // transaction, so it must not call back into the store's Commit.
 func (f *File) KeyIndex(ctx context.Context, sink string, res change.Resource, fn func(change.Key, change.Entry) error) error {
@@ -111,8 +135,9 @@ func (f *File) KeyIndex(ctx context.Context, sink string, res change.Resource, f
 }
 
 // Commit applies b to the key index and sets the checkpoint, in one transaction. The
-// checkpoint never moves backwards: a batch whose Checkpoint is below the stored one (a
-// replay) still applies its changes but leaves the checkpoint where it was.
+// checkpoint never moves backwards in (epoch, RV): a batch whose checkpoint is below the
+// stored one (a replay) still applies its changes but leaves the checkpoint where it
+// was; a new epoch's checkpoint replaces a higher RV of an older epoch.
 func (f *File) Commit(ctx context.Context, sink string, b change.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -133,10 +158,11 @@ func (f *File) Commit(ctx context.Context, sink string, b change.Batch) error {
 		for _, c := range b.Changes {
 			k := []byte(c.Key.String())
 			// A replay of an older batch must not undo a newer version of the key: per
-			// key, RVs only grow (the same guard as the PostgreSQL sink's upsert). RV 0
-			// means the resource has no integer RVs and falls back to arrival order.
+			// key, versions only grow in (epoch, RV) (the same guard as the PostgreSQL
+			// sink's upsert). RV 0 means the resource has no integer RVs and falls back
+			// to arrival order.
 			if old := keys.Get(k); old != nil && c.RV != 0 {
-				if e, err := decodeEntry(old); err == nil && e.RV > c.RV {
+				if e, err := decodeEntry(old); err == nil && (e.Epoch > c.Epoch || e.Epoch == c.Epoch && e.RV > c.RV) {
 					continue
 				}
 			}
@@ -147,16 +173,25 @@ func (f *File) Commit(ctx context.Context, sink string, b change.Batch) error {
 				continue
 			}
 			// bbolt keeps the value slice until the transaction ends: no reuse.
-			if err := keys.Put(k, encodeEntry(nil, change.Entry{UID: c.UID, RV: c.RV})); err != nil {
+			if err := keys.Put(k, encodeEntry(nil, change.Entry{UID: c.UID, RV: c.RV, Epoch: c.Epoch})); err != nil {
 				return err
 			}
 		}
-		if cur := r.Get(keyCheckpoint); len(cur) == 8 && change.RV(binary.BigEndian.Uint64(cur)) >= b.Checkpoint {
+		var cur change.RV
+		if v := r.Get(keyCheckpoint); len(v) == 8 {
+			cur = change.RV(binary.BigEndian.Uint64(v))
+		}
+		if epoch := getEpoch(r); epoch > b.Epoch || epoch == b.Epoch && cur >= b.Checkpoint {
 			return nil
 		}
 		var v [8]byte
 		binary.BigEndian.PutUint64(v[:], uint64(b.Checkpoint))
-		return r.Put(keyCheckpoint, v[:])
+		if err := r.Put(keyCheckpoint, v[:]); err != nil {
+			return err
+		}
+		var e [4]byte
+		binary.BigEndian.PutUint32(e[:], uint32(b.Epoch))
+		return r.Put(keyEpoch, e[:])
 	})
 	if err != nil {
 		return fmt.Errorf("commit checkpoint of %s/%s: %w", sink, b.Resource.ID(), err)
@@ -179,20 +214,31 @@ func parseKey(s string) change.Key {
 
 // Entry encoding: a format byte, the RV as a uvarint, then the UID. Kubernetes UIDs are
 // RFC 4122 UUIDs, stored as their 16 bytes (format 1, 19–26 bytes in all); anything else
-// is stored verbatim (format 0).
+// is stored verbatim (format 0). An entry of an epoch above 0 sets entryWithEpoch in the
+// format byte and has the epoch as a uvarint after the RV.
 const (
-	entryRawUID = 0
-	entryUUID16 = 1
+	entryRawUID    = 0
+	entryUUID16    = 1
+	entryWithEpoch = 0x80
 )
 
 func encodeEntry(dst []byte, e change.Entry) []byte {
-	if u, ok := parseUUID(e.UID); ok {
-		dst = append(dst, entryUUID16)
-		dst = binary.AppendUvarint(dst, uint64(e.RV))
+	u, uuid := parseUUID(e.UID)
+	format := byte(entryRawUID)
+	if uuid {
+		format = entryUUID16
+	}
+	if e.Epoch > 0 {
+		format |= entryWithEpoch
+	}
+	dst = append(dst, format)
+	dst = binary.AppendUvarint(dst, uint64(e.RV))
+	if e.Epoch > 0 {
+		dst = binary.AppendUvarint(dst, uint64(e.Epoch))
+	}
+	if uuid {
 		return append(dst, u[:]...)
 	}
-	dst = append(dst, entryRawUID)
-	dst = binary.AppendUvarint(dst, uint64(e.RV))
 	return append(dst, e.UID...)
 }
 
@@ -205,14 +251,21 @@ func decodeEntry(b []byte) (change.Entry, error) {
 		return change.Entry{}, errors.New("key index entry: bad resource version")
 	}
 	rest := b[1+n:]
-	switch b[0] {
+	var epoch uint64
+	if b[0]&entryWithEpoch != 0 {
+		if epoch, n = binary.Uvarint(rest); n <= 0 {
+			return change.Entry{}, errors.New("key index entry: bad epoch")
+		}
+		rest = rest[n:]
+	}
+	switch b[0] &^ entryWithEpoch {
 	case entryUUID16:
 		if len(rest) != 16 {
 			return change.Entry{}, errors.New("key index entry: bad uid")
 		}
-		return change.Entry{UID: formatUUID(rest), RV: change.RV(rv)}, nil
+		return change.Entry{UID: formatUUID(rest), RV: change.RV(rv), Epoch: int(epoch)}, nil
 	case entryRawUID:
-		return change.Entry{UID: string(rest), RV: change.RV(rv)}, nil
+		return change.Entry{UID: string(rest), RV: change.RV(rv), Epoch: int(epoch)}, nil
 	}
 	return change.Entry{}, fmt.Errorf("key index entry: unknown format %d", b[0])
 }

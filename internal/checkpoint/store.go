@@ -18,3 +18,18 @@ type Store interface {
 	Commit(ctx context.Context, sink string, b change.Batch) error
 	Close() error
 }
+
+// EpochStore is an optional Store ability: it keeps the epoch of each checkpoint
+// (change.Batch.Epoch), so a sink goes on in the epoch it reached after a time travel.
+type EpochStore interface {
+	// Epoch returns the epoch of the sink's checkpoint of res; 0 when there is none.
+	Epoch(ctx context.Context, sink string, res change.Resource) (int, error)
+}
+
+// LoadEpoch is store's epoch of (sink, res), or 0 when store keeps no epochs.
+func LoadEpoch(ctx context.Context, store Store, sink string, res change.Resource) (int, error) {
+	if e, ok := store.(EpochStore); ok {
+		return e.Epoch(ctx, sink, res)
+	}
+	return 0, nil
+}

@@ -432,3 +432,29 @@ func TestDigestKeyErrorsNameTheKeyAndNeverShowIt(t *testing.T) {
 		})
 	}
 }
+
+func TestKafkaRecordLimitAndDeadLetterTopic(t *testing.T) {
+	sink := func(opts string) string {
+		return `sinks: [{name: k, type: kafka, kafka: {brokers: ["k:1"]` + opts + `}}]`
+	}
+	k := mustLoad(t, sink("")).Sinks[0].Kafka
+	if k.MaxMessageBytes != 0 || k.DeadLetterTopic != "{topic}.quarantine" {
+		t.Errorf("defaults: maxMessageBytes %d, deadLetterTopic %q; want 0 (what the brokers accept) and {topic}.quarantine", k.MaxMessageBytes, k.DeadLetterTopic)
+	}
+	k = mustLoad(t, sink(""), "KUBE_CDC_SINKS__0__KAFKA__MAXMESSAGEBYTES=2097152").Sinks[0].Kafka
+	if k.MaxMessageBytes != 2<<20 {
+		t.Errorf("maxMessageBytes from the environment: %d", k.MaxMessageBytes)
+	}
+	for _, tt := range []struct{ opts, key, want string }{
+		{", maxMessageBytes: 100", "sinks[0].kafka.maxMessageBytes", "4096"},
+		{", maxMessageBytes: -1", "sinks[0].kafka.maxMessageBytes", "got -1"},
+		{", maxMessageBytes: lots", "sinks[0].kafka.maxMessageBytes", "expected a number"},
+		{`, deadLetterTopic: "dlq.{kind}"`, "sinks[0].kafka.deadLetterTopic", "{kind}"},
+		{`, deadLetterTopic: "{topic}"`, "sinks[0].kafka.deadLetterTopic", "data topic"},
+	} {
+		_, err := load(t, sink(tt.opts))
+		if err == nil || !strings.Contains(err.Error(), tt.key) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error naming %s with %q", tt.opts, err, tt.key, tt.want)
+		}
+	}
+}

@@ -68,6 +68,8 @@ func sinkDefaults(typ string) map[string]any {
 				"compression":       "none",
 				"batchTimeout":      kafka.DefaultBatchTimeout,
 				"writeTimeout":      kafka.DefaultWriteTimeout,
+				"maxMessageBytes":   0, // what the brokers accept
+				"deadLetterTopic":   kafka.DefaultDeadLetterTopic,
 			},
 			"checkpoint": checkpointDefaults(kafka.DefaultCheckpointType),
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"regexp"
@@ -282,7 +283,13 @@ var (
 	saslMechanisms = []string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 	topicVar       = regexp.MustCompile(`\{[^}]*\}`)
 	topicVars      = []string{"{cluster}", "{group}", "{version}", "{resource}"}
+	// deadLetterVars adds the data topic's name to topicVars.
+	deadLetterVars = append([]string{"{topic}"}, topicVars...)
 )
+
+// minMaxMessageBytes is the smallest kafka.maxMessageBytes: room for a quarantine stub
+// and a dead-letter record's headers.
+const minMaxMessageBytes = 4096
 
 func validateKafka(key string, s *Sink) error {
 	key += ".kafka"
@@ -303,7 +310,18 @@ func validateKafka(key string, s *Sink) error {
 			return keyErrorf(key+".topic", "unknown placeholder %s (want %s)", v, strings.Join(topicVars, ", "))
 		}
 	}
+	for _, v := range topicVar.FindAllString(o.DeadLetterTopic, -1) {
+		if !contains(deadLetterVars, v) {
+			return keyErrorf(key+".deadLetterTopic", "unknown placeholder %s (want %s)", v, strings.Join(deadLetterVars, ", "))
+		}
+	}
 	switch {
+	case o.DeadLetterTopic == "":
+		return keyErrorf(key+".deadLetterTopic", "required")
+	case o.DeadLetterTopic == "{topic}" || o.DeadLetterTopic == o.Topic:
+		return keyErrorf(key+".deadLetterTopic", "must not be the data topic")
+	case o.MaxMessageBytes != 0 && (o.MaxMessageBytes < minMaxMessageBytes || o.MaxMessageBytes > math.MaxInt32):
+		return keyErrorf(key+".maxMessageBytes", "want 0 (what the brokers accept) or %d to %d bytes, got %d", minMaxMessageBytes, math.MaxInt32, o.MaxMessageBytes)
 	case o.Partitions <= 0:
 		return keyErrorf(key+".partitions", "must be greater than 0, got %d", o.Partitions)
 	case o.ReplicationFactor <= 0:

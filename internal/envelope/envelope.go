@@ -38,7 +38,9 @@ func OpCode(c *change.Change) string {
 // milliseconds (0 when unset). source.reason says why an inferred delete happened
 // (change.ReasonGone, change.ReasonOutOfScope); "" for observed changes.
 // source.resourceVersion is a string, as in metadata, so
-// consumers in languages with 53-bit numbers compare it exactly.
+// consumers in languages with 53-bit numbers compare it exactly. source.epoch counts the
+// time travels the sink has seen of the resource (change.Change.Epoch): versions of a key
+// order by (epoch, resourceVersion).
 //
 // c.Object is copied verbatim and must be valid JSON; a nil or empty Object is written as null.
 func Append(dst []byte, c *change.Change) []byte {
@@ -76,7 +78,9 @@ func Append(dst []byte, c *change.Change) []byte {
 	dst = AppendString(dst, c.UID)
 	dst = append(dst, `,"resourceVersion":"`...)
 	dst = strconv.AppendUint(dst, uint64(c.RV), 10)
-	dst = append(dst, `","snapshot":`...)
+	dst = append(dst, `","epoch":`...)
+	dst = strconv.AppendInt(dst, int64(c.Epoch), 10)
+	dst = append(dst, `,"snapshot":`...)
 	dst = strconv.AppendBool(dst, c.Snapshot)
 	dst = append(dst, `,"inferred":`...)
 	dst = strconv.AppendBool(dst, c.Inferred)

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func configMap(op change.Op, obj string) change.Change {
 }
 
 func TestAppendWritesTheGoldenEnvelope(t *testing.T) {
-	const src = `"source":{"cluster":"prod","group":"","version":"v1","resource":"configmaps","kind":"ConfigMap","namespace":"ns","name":"a","uid":"u-1","resourceVersion":"42",`
+	const src = `"source":{"cluster":"prod","group":"","version":"v1","resource":"configmaps","kind":"ConfigMap","namespace":"ns","name":"a","uid":"u-1","resourceVersion":"42","epoch":0,`
 	obj := `{"metadata":{"name":"a"}}`
 	tests := []struct {
 		name string
@@ -60,6 +61,12 @@ func TestAppendWritesTheGoldenEnvelope(t *testing.T) {
 			return c
 		}(),
 			`{"op":"r","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + src + `"snapshot":true,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
+		{"a later epoch", func() change.Change {
+			c := configMap(change.OpUpdate, obj)
+			c.Epoch = 3
+			return c
+		}(),
+			`{"op":"u","ts_ms":1772366400123,"before":null,"after":{"metadata":{"name":"a"}},` + strings.Replace(src, `"epoch":0`, `"epoch":3`, 1) + `"snapshot":false,"inferred":false,"reason":"","changedBy":"kubectl/Update"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -250,10 +250,13 @@ func (c *cursor) reconcile(ch change.Change) {
 	}
 	held, ok := c.index[ch.Key]
 	delete(c.index, ch.Key)
-	if ok && held.UID == ch.UID && held.RV == ch.RV {
+	// Versions compare within an epoch only: a version the sink holds from an earlier
+	// epoch is rewritten (a restored etcd issues its RVs again, for other contents).
+	sameEpoch := ok && held.Epoch == c.epoch
+	if sameEpoch && held.UID == ch.UID && held.RV == ch.RV {
 		return
 	}
-	if ok && held.UID == ch.UID && ch.RV < held.RV {
+	if sameEpoch && held.UID == ch.UID && ch.RV < held.RV {
 		// A LIST at or past the checkpoint shows every object at or past the version the
 		// sink holds; an older version of the same object is the cluster gone back.
 		c.timeTravel(change.TimeTravel{Reason: change.TravelObjectWentBack, ListRV: ch.ListRV, Key: ch.Key, HeldRV: held.RV})

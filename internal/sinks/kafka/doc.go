@@ -48,7 +48,17 @@
 //
 // A broker that is down or unreachable is a retryable error. Terminal (the pipeline stops
 // retrying): a missing topic with createTopics off (the error names the topic), rejected
-// SASL credentials, missing authorization, a record larger than the broker accepts.
+// SASL credentials, missing authorization.
+//
+// # Quarantine
+//
+// A record larger than its topic accepts (Options.MaxMessageBytes, else the brokers'
+// max.message.bytes) never stops the stream: measured before the first send, or found by
+// splitting a batch the broker refused as too large, its change is quarantined
+// (quarantine.go). A stub (the same key, headers and RV; the object reduced to its
+// identity; source.quarantined) takes its place in the data topic, the record goes to the
+// dead-letter topic (Options.DeadLetterTopic), the change is logged at warn and counted,
+// and the checkpoint moves on. ReadQuarantine reads the dead-letter topic back.
 //
 // # Checkpoints and the key index
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/segmentio/kafka-go"
@@ -78,6 +79,7 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 		deleted := map[string]tombstone{} // key → its latest delete
 		err = kafkascan.Topic(ctx, client, topic, func(m kafka.Message) error {
 			var op, rvs, resource string
+			epoch := 0
 			for _, h := range m.Headers {
 				switch h.Key {
 				case HeaderOp:
@@ -86,6 +88,8 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 					rvs = string(h.Value)
 				case HeaderResource:
 					resource = string(h.Value)
+				case HeaderEpoch:
+					epoch, _ = strconv.Atoi(string(h.Value))
 				}
 			}
 			if resource != "" && resource != id {
@@ -94,21 +98,21 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 			key := string(m.Key)
 			rv, _ := change.ParseRV(rvs)
 			if rv != 0 {
-				if old, ok := index[key]; ok && old.RV > rv {
+				if old, ok := index[key]; ok && (old.Epoch > epoch || old.Epoch == epoch && old.RV > rv) {
 					return nil // a stale re-emit after a newer version
 				}
 				// A snapshot read ("r") revives a key an inferred delete removed, whatever
 				// the RVs: the inferred delete carries a LIST's RV, above the object's own,
 				// and a later LIST that shows the object says it was wrong (or the object
 				// came back into scope).
-				if d, ok := deleted[key]; ok && d.rv > rv && !(op == envelope.OpRead && d.inferred) {
+				if d, ok := deleted[key]; ok && (d.epoch > epoch || d.epoch == epoch && d.rv > rv) && !(op == envelope.OpRead && d.inferred) {
 					return nil // a stale re-emit after a newer delete
 				}
 			}
 			if m.Value == nil || op == "d" {
 				delete(index, key)
 				d := deleted[key]
-				inferred := d.inferred && d.rv == rv // the compaction tombstone after its op=d record
+				inferred := d.inferred && d.rv == rv && d.epoch == epoch // the compaction tombstone after its op=d record
 				if m.Value != nil {
 					src, err := decodeSource(m.Value)
 					if err != nil {
@@ -116,8 +120,8 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 					}
 					inferred = src.Inferred
 				}
-				if rv >= d.rv {
-					deleted[key] = tombstone{rv: rv, inferred: inferred}
+				if epoch > d.epoch || epoch == d.epoch && rv >= d.rv {
+					deleted[key] = tombstone{rv: rv, epoch: epoch, inferred: inferred}
 				}
 				return nil
 			}
@@ -131,7 +135,7 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 			if rv == 0 {
 				rv, _ = change.ParseRV(src.ResourceVersion)
 			}
-			index[key] = change.Entry{UID: src.UID, RV: rv}
+			index[key] = change.Entry{UID: src.UID, RV: rv, Epoch: epoch}
 			return nil
 		})
 		if errors.Is(err, kafka.UnknownTopicOrPartition) {
@@ -160,6 +164,7 @@ func parseKey(s string) change.Key {
 // tombstone is the latest delete of a key seen by topicKeyIndex.
 type tombstone struct {
 	rv       change.RV
+	epoch    int
 	inferred bool
 }
 

@@ -36,7 +36,7 @@ type offsetsConfig struct {
 // volume:
 //
 //	key   ["kube-cdc",{"cluster":"prod","sink":"stream","resource":"deployments.apps","scope":""}]
-//	value {"resourceVersion":"12345"}
+//	value {"resourceVersion":"12345","epoch":1}   (epoch omitted while 0)
 //
 // openOffsetStore reads the topic to its end once and keeps the latest checkpoint per key in
 // memory; Commit writes a record (acknowledged by all in-sync replicas) before it updates
@@ -58,7 +58,17 @@ type offsetStore struct {
 	keyIndex keyIndexFunc
 
 	mu   sync.Mutex
-	last map[string]change.RV // canonical key → latest checkpoint
+	last map[string]position // canonical key → latest checkpoint
+}
+
+// position is a checkpoint and its epoch; positions order by (epoch, RV).
+type position struct {
+	rv    change.RV
+	epoch int
+}
+
+func (p position) before(q position) bool {
+	return p.epoch < q.epoch || p.epoch == q.epoch && p.rv < q.rv
 }
 
 // openOffsetStore opens the store on topic, creating it (compacted, one partition) when
@@ -76,7 +86,7 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 		cluster:  cfg.cluster,
 		client:   &kafka.Client{Addr: kafka.TCP(cfg.brokers...), Transport: tr, Timeout: 30 * time.Second},
 		keyIndex: cfg.keyIndex,
-		last:     map[string]change.RV{},
+		last:     map[string]position{},
 	}
 	rf := max(cfg.replicationFactor, 1)
 	if _, err := ensureTopic(ctx, k.client, kafka.TopicConfig{
@@ -102,7 +112,7 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", m.Offset, err)
 		}
-		k.last[key] = rv
+		k.last[key] = position{rv, v.Epoch}
 		return nil
 	})
 	if err != nil {
@@ -133,6 +143,7 @@ type offsetKeyBody struct {
 
 type offsetValue struct {
 	ResourceVersion string `json:"resourceVersion"`
+	Epoch           int    `json:"epoch,omitempty"`
 }
 
 const offsetKeyNamespace = "kube-cdc"
@@ -161,7 +172,14 @@ func canonicalKey(raw []byte) (string, bool) {
 func (k *offsetStore) Load(ctx context.Context, sink string, res change.Resource) (change.RV, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.last[string(offsetKey(k.cluster, sink, res))], nil
+	return k.last[string(offsetKey(k.cluster, sink, res))].rv, nil
+}
+
+// Epoch (checkpoint.EpochStore) returns the epoch of the checkpoint Load returns.
+func (k *offsetStore) Epoch(ctx context.Context, sink string, res change.Resource) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.last[string(offsetKey(k.cluster, sink, res))].epoch, nil
 }
 
 // KeyIndex rebuilds the key index from the sink's data topics (topicKeyIndex).
@@ -169,18 +187,19 @@ func (k *offsetStore) KeyIndex(ctx context.Context, sink string, res change.Reso
 	return k.keyIndex(ctx, res, fn)
 }
 
-// Commit writes b.Checkpoint when it is ahead of the stored one; the changes themselves
-// are already in the data topics, which are the key index. The checkpoint never moves
-// backwards.
+// Commit writes b.Checkpoint when it is ahead of the stored one in (epoch, RV); the
+// changes themselves are already in the data topics, which are the key index. The
+// checkpoint never moves backwards; a new epoch's replaces a higher RV of an older one.
 func (k *offsetStore) Commit(ctx context.Context, sink string, b change.Batch) error {
 	key := offsetKey(k.cluster, sink, b.Resource)
+	next := position{b.Checkpoint, b.Epoch}
 	k.mu.Lock()
 	cur := k.last[string(key)]
 	k.mu.Unlock()
-	if b.Checkpoint <= cur {
+	if !cur.before(next) {
 		return nil
 	}
-	val, _ := json.Marshal(offsetValue{ResourceVersion: b.Checkpoint.String()})
+	val, _ := json.Marshal(offsetValue{ResourceVersion: b.Checkpoint.String(), Epoch: b.Epoch})
 	if err := k.writer.WriteMessages(ctx, kafka.Message{Key: key, Value: val}); err != nil {
 		err = fmt.Errorf("commit checkpoint of %s/%s to %s: %w", sink, b.Resource.ID(), k.topic, err)
 		if isTerminal(err) {
@@ -189,8 +208,8 @@ func (k *offsetStore) Commit(ctx context.Context, sink string, b change.Batch) e
 		return err
 	}
 	k.mu.Lock()
-	if b.Checkpoint > k.last[string(key)] {
-		k.last[string(key)] = b.Checkpoint
+	if k.last[string(key)].before(next) {
+		k.last[string(key)] = next
 	}
 	k.mu.Unlock()
 	return nil

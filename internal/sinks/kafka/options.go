@@ -21,8 +21,21 @@ type Options struct {
 	BatchTimeout time.Duration `koanf:"batchTimeout"`
 	// WriteTimeout bounds one produce request. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration `koanf:"writeTimeout"`
-	TLS          TLS           `koanf:"tls"`
-	SASL         SASL          `koanf:"sasl"`
+	// MaxMessageBytes is the largest record batch the sink sends to one partition, as the
+	// broker counts it (key, value, headers and framing, before compression). A change
+	// whose record is larger is quarantined: a stub goes to the data topic, the record to
+	// DeadLetterTopic. Default 0: what the brokers accept, read with DescribeConfigs (a
+	// topic's max.message.bytes, at most the broker's message.max.bytes), else
+	// DefaultMaxMessageBytes. Set it when the sink may not describe configs, or to quarantine
+	// below the broker's limit; set above it, the broker's refusals quarantine instead.
+	MaxMessageBytes int `koanf:"maxMessageBytes"`
+	// DeadLetterTopic is a template for the topic quarantined changes go to: {topic} (the
+	// data topic), {cluster}, {group}, {version}, {resource}. Default DefaultDeadLetterTopic.
+	// Created like data topics (compacted) with CreateTopics; when it is missing otherwise,
+	// quarantined changes are only logged.
+	DeadLetterTopic string `koanf:"deadLetterTopic"`
+	TLS             TLS    `koanf:"tls"`
+	SASL            SASL   `koanf:"sasl"`
 }
 
 // TLS configures the connection to the brokers.

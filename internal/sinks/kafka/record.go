@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,9 @@ const (
 	HeaderOp       = "kube-cdc.op"
 	HeaderRV       = "kube-cdc.rv"
 	HeaderResource = "kube-cdc.resource"
+	// HeaderEpoch is the change's epoch (change.Change.Epoch), on records of an epoch
+	// above 0 only: versions of a key order by (epoch, RV).
+	HeaderEpoch = "kube-cdc.epoch"
 )
 
 // DefaultTopic is the default topic template.
@@ -60,6 +64,9 @@ func appendMessages(dst []kafka.Message, topic string, c *change.Change) []kafka
 		{Key: HeaderOp, Value: []byte(op)},
 		{Key: HeaderRV, Value: []byte(c.RV.String())},
 		{Key: HeaderResource, Value: []byte(c.Resource.ID())},
+	}
+	if c.Epoch > 0 {
+		headers = append(headers, kafka.Header{Key: HeaderEpoch, Value: []byte(strconv.Itoa(c.Epoch))})
 	}
 	t := recordTime(c)
 	if c.ObservedAt.IsZero() && c.Time.IsZero() {

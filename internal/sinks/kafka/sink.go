@@ -23,6 +23,10 @@ const (
 	DefaultReplicationFactor = 1
 	DefaultBatchTimeout      = 5 * time.Millisecond
 	DefaultWriteTimeout      = 10 * time.Second
+	// DefaultMaxMessageBytes is the record size limit when the brokers do not say theirs
+	// (DescribeConfigs refused or unsupported): 1 MiB, just under Kafka's own default
+	// message.max.bytes (1048588).
+	DefaultMaxMessageBytes = 1 << 20
 )
 
 // writerBatchSize is the kafka-go writer's records per partition batch. kafka-go
@@ -50,6 +54,9 @@ func withDefaults(o Options) Options {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.DeadLetterTopic == "" {
+		o.DeadLetterTopic = DefaultDeadLetterTopic
+	}
 	return o
 }
 
@@ -63,9 +70,19 @@ type Sink struct {
 	transport     *kafka.Transport
 	client        *kafka.Client
 	writer        *kafka.Writer
+	// batchBytes is the writer's BatchBytes and the most any topic's limit can be:
+	// opts.MaxMessageBytes, else the broker's message.max.bytes, else DefaultMaxMessageBytes.
+	batchBytes int
+	metrics    Metrics
 
 	mu     sync.Mutex
-	topics map[string]int // topics known to exist → their partitions (0: unknown)
+	topics map[string]topicInfo // topics known to exist
+}
+
+// topicInfo is what the sink knows of a topic it checked.
+type topicInfo struct {
+	partitions int // 0: unknown
+	maxBytes   int // the largest record batch it accepts (maxMessageBytes)
 }
 
 // New connects to opts.Brokers and returns the sink. Unreachable brokers are an error
@@ -95,7 +112,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		log:       log.With("sink", name),
 		transport: tr,
 		client:    &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
-		topics:    map[string]int{},
+		topics:    map[string]topicInfo{},
 	}
 	s.writer = &kafka.Writer{
 		Addr: kafka.TCP(opts.Brokers...),
@@ -109,8 +126,9 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		// Each chunk of a pipeline batch (chunkLen) goes out in one produce request per
 		// partition. kafka-go allocates BatchSize messages per partition batch up front,
 		// so "unlimited" (1<<20) cost 150 MB per write.
-		BatchSize:       writerBatchSize,
-		BatchBytes:      writerBatchBytes,
+		BatchSize: writerBatchSize,
+		// Set below to batchBytes: chunkLen cuts chunks within each topic's limit, and a
+		// record over it never reaches the writer (screenOversized).
 		WriteTimeout:    opts.WriteTimeout,
 		ReadTimeout:     opts.WriteTimeout,
 		Compression:     comp,
@@ -122,7 +140,8 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.WriteTimeout)
 	defer cancel()
-	if _, err := s.client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{}}); err != nil {
+	meta, err := s.client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
 		tr.CloseIdleConnections()
 		err = fmt.Errorf("kafka sink %s: brokers %s: %w", name, strings.Join(opts.Brokers, ","), err)
 		if isTerminal(err) {
@@ -130,6 +149,17 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		}
 		return nil, fmt.Errorf("%w (are the brokers up and reachable?)", err)
 	}
+	s.batchBytes = opts.MaxMessageBytes
+	if s.batchBytes <= 0 {
+		s.batchBytes = DefaultMaxMessageBytes
+		if n, err := brokerMaxMessageBytes(cctx, s.client, meta); err != nil {
+			s.log.Warn("cannot read the brokers' message.max.bytes; records over the default are quarantined (set kafka.maxMessageBytes to say the limit)",
+				"default", DefaultMaxMessageBytes, "error", err)
+		} else {
+			s.batchBytes = n
+		}
+	}
+	s.writer.BatchBytes = int64(s.batchBytes)
 	return s, nil
 }
 
@@ -146,6 +176,12 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 	return s.store.Load(ctx, s.name, res)
 }
 
+// Epoch (pipeline.EpochKeeper) returns the epoch of the store's checkpoint for res; 0
+// when the store keeps none.
+func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
+	return checkpoint.LoadEpoch(ctx, s.store, s.name, res)
+}
+
 // KeyIndex returns the store's key index for res.
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	return s.store.KeyIndex(ctx, s.name, res, fn)
@@ -160,6 +196,10 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepa
 // it sends only the records still unacknowledged, so a partial failure (kafka-go's
 // WriteErrors) never sends a record twice, and records are a pure function of b, so a
 // re-emit after a restart is byte-identical.
+//
+// A record too large for its topic (measured before the first send, or refused by the
+// broker) is quarantined in place (quarantine.go): its stub takes its place, so the
+// batch's order holds, and the record goes to the dead-letter topic before the commit.
 func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 	topic := TopicName(s.opts.Topic, s.cluster, b.Resource)
 	msgs := make([]kafka.Message, 0, len(b.Changes)+len(b.Changes)/8)
@@ -170,24 +210,42 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			wiring = retry.Terminal(fmt.Errorf("kafka sink %s: %s %s: change of cluster %q reached the sink of cluster %q",
 				s.name, b.Resource.ID(), c.Key, c.Cluster, s.cluster))
 		}
+		n := len(msgs)
 		msgs = appendMessages(msgs, topic, c)
+		for j := n; j < len(msgs); j++ {
+			if msgs[j].Value != nil { // a tombstone has no smaller form
+				msgs[j].WriterData = c // which change a record is of, should it be quarantined
+			}
+		}
 	}
+	q := &quarantine{s: s, res: b.Resource}
+	screened := false
 	return func(ctx context.Context) error {
 		if wiring != nil {
 			return wiring
 		}
 		if len(msgs) > 0 {
-			partitions, err := s.ensureTopic(ctx, topic)
+			t, err := s.ensureTopic(ctx, topic)
 			if err != nil {
 				return err
 			}
-			if msgs, err = s.produce(ctx, topic, partitions, msgs); err != nil {
+			if !screened { // before the first send, so no record goes out before its stub
+				if err := q.screenOversized(msgs, t.maxBytes); err != nil {
+					return err
+				}
+				screened = true
+			}
+			if msgs, err = s.produce(ctx, topic, t, msgs, q.add); err != nil {
 				return err
 			}
+		}
+		if err := q.writeDeadLetters(ctx); err != nil {
+			return err
 		}
 		if err := s.store.Commit(ctx, s.name, b); err != nil {
 			return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
 		}
+		q.report(ctx)
 		return nil
 	}
 }
@@ -198,13 +256,35 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 // second acknowledged, and writing the first again would then put older versions of a
 // key after newer ones. A chunk is acknowledged whole before the next one goes out.
 //
-// partitions is the topic's partition count (0: unknown). Knowing it, a chunk is cut per
-// partition, so a batch spread over several partitions still goes out in one round of
+// t.partitions is the topic's partition count (0: unknown). Knowing it, a chunk is cut
+// per partition, so a batch spread over several partitions still goes out in one round of
 // parallel requests; unknown, the limits apply to the chunk as a whole.
-func (s *Sink) produce(ctx context.Context, topic string, partitions int, msgs []kafka.Message) ([]kafka.Message, error) {
+//
+// A partition batch the broker refuses as too large is split: its records go out again
+// in chunks of half the bytes, in order, until each is alone; a record refused alone is
+// handed to tooLarge, which turns it into something smaller in place (its stub) or fails.
+func (s *Sink) produce(ctx context.Context, topic string, t topicInfo, msgs []kafka.Message, tooLarge func(m *kafka.Message, reason string) error) ([]kafka.Message, error) {
+	budget := min(t.maxBytes, writerBatchBytes)
 	for len(msgs) > 0 {
-		n := chunkLen(msgs, partitions)
+		n := chunkLen(msgs, t.partitions, budget)
 		rest, err := s.produceChunk(ctx, topic, msgs[:n])
+		var refused *refusedTooLarge
+		if errors.As(err, &refused) {
+			if !refused.alone(rest, t.partitions) {
+				budget /= 2 // chunkLen still takes one record per partition
+				s.log.Warn("the broker refused a batch as too large; writing its records in smaller batches",
+					"topic", topic, "records", len(refused.indexes), "batchBytes", budget, "error", refused.err)
+			} else {
+				for _, i := range refused.indexes {
+					reason := fmt.Sprintf("record of %d bytes for topic %s: %s", batchOverhead+recordSize(rest[i]), topic, refused.reason)
+					if err := tooLarge(&rest[i], reason); err != nil {
+						return slices.Concat(rest, msgs[n:]), err
+					}
+				}
+			}
+			msgs = slices.Concat(rest, msgs[n:])
+			continue
+		}
 		if err != nil {
 			return slices.Concat(rest, msgs[n:]), err
 		}
@@ -213,8 +293,10 @@ func (s *Sink) produce(ctx context.Context, topic string, partitions int, msgs [
 	return nil, nil
 }
 
-// writerBatchBytes is the kafka-go writer's BatchBytes (its default, and the broker's
-// default message.max.bytes): the most one produce request carries per partition.
+// writerBatchBytes bounds the bytes of a chunk on one partition (and the topic's limit
+// bounds it further): 1 MiB, kafka-go's default BatchBytes, under which 512 records of
+// ~1.5 KB make one request. A single record larger than this but within the topic's limit
+// goes out alone.
 const writerBatchBytes = 1 << 20
 
 // recordOverhead bounds what kafka-go adds to a record's key, value and headers when it
@@ -222,11 +304,11 @@ const writerBatchBytes = 1 << 20
 const recordOverhead = 64
 
 // chunkLen is how many of msgs, from the first, fit one kafka-go batch per partition:
-// at most writerBatchSize records of at most writerBatchBytes on each partition, counted
-// per partition with the writer's own balancer when the partition count is known, over
-// the whole chunk otherwise. It is at least 1; a record too large for a batch fails on
-// its own.
-func chunkLen(msgs []kafka.Message, partitions int) int {
+// at most writerBatchSize records of at most maxBytes (with the batch's framing) on each
+// partition, counted per partition with the writer's own balancer when the partition
+// count is known, over the whole chunk otherwise. It is at least 1, and takes at least
+// one record per partition: a record too large for a batch goes out alone.
+func chunkLen(msgs []kafka.Message, partitions, maxBytes int) int {
 	var ids []int
 	if partitions > 0 {
 		ids = make([]int, partitions)
@@ -242,11 +324,8 @@ func chunkLen(msgs []kafka.Message, partitions int) int {
 		if ids != nil {
 			p = balancer.Balance(m, ids...)
 		}
-		n := len(m.Key) + len(m.Value) + recordOverhead
-		for _, h := range m.Headers {
-			n += len(h.Key) + len(h.Value) + recordOverhead/8
-		}
-		if count[p] == writerBatchSize || count[p] > 0 && size[p]+n > writerBatchBytes {
+		n := recordSize(m)
+		if count[p] == writerBatchSize || count[p] > 0 && batchOverhead+size[p]+n > maxBytes {
 			return i
 		}
 		size[p] += n
@@ -255,17 +334,42 @@ func chunkLen(msgs []kafka.Message, partitions int) int {
 	return len(msgs)
 }
 
+// batchOverhead is the framing of a record batch (v2) around its records: base offset,
+// length, leader epoch, magic, CRC, attributes, offset delta, timestamps, producer id,
+// epoch and sequence, record count. The broker counts it against max.message.bytes.
+const batchOverhead = 61
+
+// recordSize bounds m's size in a record batch: key, value, headers and what kafka-go
+// adds to them (recordOverhead). It is at least kafka-go's own measure, so a batch within
+// the writer's BatchBytes by this count is one batch to kafka-go too.
+func recordSize(m kafka.Message) int {
+	n := len(m.Key) + len(m.Value) + recordOverhead
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value) + recordOverhead/8
+	}
+	return n
+}
+
+// fits reports whether m alone is a record batch within maxBytes.
+func fits(m kafka.Message, maxBytes int) bool { return batchOverhead+recordSize(m) <= maxBytes }
+
 // produceChunk writes msgs, one chunk, and returns the ones still unacknowledged (none on
 // success). kafka-go reports failures per message (WriteErrors): records it acknowledged
 // are done and never sent again; the rest, still in their order, are written again as
 // long as each attempt gets further. A write that makes no progress returns, retryable
-// unless the broker's answer says retrying cannot help.
+// unless the broker's answer says retrying cannot help. Records refused as too large
+// return at once as a *refusedTooLarge naming them, for produce to split or quarantine.
 func (s *Sink) produceChunk(ctx context.Context, topic string, msgs []kafka.Message) ([]kafka.Message, error) {
 	total := len(msgs)
 	for len(msgs) > 0 {
 		err := s.writer.WriteMessages(ctx, msgs...)
 		if err == nil {
 			return nil, nil
+		}
+		var clientTooLarge kafka.MessageTooLargeError
+		if errors.As(err, &clientTooLarge) {
+			// kafka-go refused to send anything: one record is over BatchBytes by its measure.
+			return msgs, clientRefused(msgs, clientTooLarge, s.batchBytes)
 		}
 		var werr kafka.WriteErrors
 		if errors.As(err, &werr) && len(werr) == len(msgs) {
@@ -279,14 +383,12 @@ func (s *Sink) produceChunk(ctx context.Context, topic string, msgs []kafka.Mess
 					}
 				}
 			}
+			if refused := brokerRefused(werr); refused != nil {
+				return rest, refused
+			}
 			err = first
 			acked := len(msgs) - len(rest)
 			msgs = rest
-			var tooLarge kafka.MessageTooLargeError
-			if errors.As(err, &tooLarge) {
-				return msgs, retry.Terminal(fmt.Errorf("kafka sink %s: record %s of topic %s is larger than the writer's batch bytes: %w",
-					s.name, tooLarge.Message.Key, topic, err))
-			}
 			if acked > 0 && ctx.Err() == nil {
 				s.log.Warn("partial write, retrying the unacknowledged records", "topic", topic,
 					"acknowledged", total-len(msgs), "of", total, "error", err)
@@ -303,13 +405,15 @@ func (s *Sink) produceChunk(ctx context.Context, topic string, msgs []kafka.Mess
 }
 
 // ensureTopic checks topic once (creating it with createTopics) and returns its number of
-// partitions, 0 when unknown.
-func (s *Sink) ensureTopic(ctx context.Context, topic string) (int, error) {
+// partitions, 0 when unknown, and the largest record batch it accepts: maxMessageBytes
+// when configured, else the topic's max.message.bytes (at most the writer's batchBytes),
+// else batchBytes.
+func (s *Sink) ensureTopic(ctx context.Context, topic string) (topicInfo, error) {
 	s.mu.Lock()
-	partitions, known := s.topics[topic]
+	t, known := s.topics[topic]
 	s.mu.Unlock()
 	if known {
-		return partitions, nil
+		return t, nil
 	}
 	partitions, err := ensureTopic(ctx, s.client, kafka.TopicConfig{
 		Topic:             topic,
@@ -318,12 +422,21 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) (int, error) {
 		ConfigEntries:     []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
 	}, s.opts.CreateTopics)
 	if err != nil {
-		return 0, fmt.Errorf("kafka sink %s: %w", s.name, err)
+		return topicInfo{}, fmt.Errorf("kafka sink %s: %w", s.name, err)
 	}
+	t = topicInfo{partitions: partitions, maxBytes: s.batchBytes}
+	if s.opts.MaxMessageBytes <= 0 {
+		if n, err := topicMaxMessageBytes(ctx, s.client, topic); err != nil {
+			s.log.Warn("cannot read the topic's max.message.bytes; using the brokers'", "topic", topic, "maxBytes", t.maxBytes, "error", err)
+		} else {
+			t.maxBytes = min(n, s.batchBytes)
+		}
+	}
+	s.log.Debug("topic checked", "topic", topic, "partitions", partitions, "maxBytes", t.maxBytes)
 	s.mu.Lock()
-	s.topics[topic] = partitions
+	s.topics[topic] = t
 	s.mu.Unlock()
-	return partitions, nil
+	return t, nil
 }
 
 func (s *Sink) forgetTopic(topic string) {

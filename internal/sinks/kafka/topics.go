@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/segmentio/kafka-go"
 
@@ -78,4 +80,48 @@ func ensureTopic(ctx context.Context, client *kafka.Client, cfg kafka.TopicConfi
 		return 0, classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
 	}
 	return cfg.NumPartitions, nil
+}
+
+// brokerMaxMessageBytes reads message.max.bytes, the largest record batch the brokers
+// accept unless a topic says otherwise, from the first broker of meta (a broker's own
+// configuration is described by that broker).
+func brokerMaxMessageBytes(ctx context.Context, client *kafka.Client, meta *kafka.MetadataResponse) (int, error) {
+	if len(meta.Brokers) == 0 {
+		return 0, errors.New("the metadata lists no brokers")
+	}
+	b := meta.Brokers[0]
+	return describeMaxBytes(ctx, client, kafka.DescribeConfigRequestResource{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: strconv.Itoa(b.ID), ConfigNames: []string{"message.max.bytes"},
+	}, kafka.TCP(net.JoinHostPort(b.Host, strconv.Itoa(b.Port))))
+}
+
+// topicMaxMessageBytes reads topic's max.message.bytes: its own setting, else (from a real
+// Kafka) the broker's default for topics.
+func topicMaxMessageBytes(ctx context.Context, client *kafka.Client, topic string) (int, error) {
+	return describeMaxBytes(ctx, client, kafka.DescribeConfigRequestResource{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"},
+	}, nil)
+}
+
+func describeMaxBytes(ctx context.Context, client *kafka.Client, r kafka.DescribeConfigRequestResource, addr net.Addr) (int, error) {
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Addr: addr, Resources: []kafka.DescribeConfigRequestResource{r}})
+	if err != nil {
+		return 0, err
+	}
+	for _, rr := range res.Resources {
+		if rr.Error != nil {
+			return 0, fmt.Errorf("describe %s: %w", rr.ResourceName, rr.Error)
+		}
+		for _, e := range rr.ConfigEntries {
+			if e.ConfigName != r.ConfigNames[0] {
+				continue
+			}
+			n, err := strconv.Atoi(e.ConfigValue)
+			if err != nil || n <= 0 {
+				return 0, fmt.Errorf("%s of %s is %q", e.ConfigName, r.ResourceName, e.ConfigValue)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%s of %s: not in the answer", r.ConfigNames[0], r.ResourceName)
 }

@@ -157,9 +157,11 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 		e   change.Entry
 	)
 	for rows.Next() {
-		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV); err != nil {
+		var epoch int32
+		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV, &epoch); err != nil {
 			return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
 		}
+		e.Epoch = int(epoch)
 		if err := fn(key, e); err != nil {
 			return err
 		}

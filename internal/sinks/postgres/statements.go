@@ -63,7 +63,7 @@ func newStatements(schema string) statements {
 		epoch: fmt.Sprintf(`SELECT epoch FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
 
-		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version FROM %s.objects
+		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version, epoch FROM %s.objects
 			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.

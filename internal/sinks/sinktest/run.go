@@ -1,6 +1,7 @@
 package sinktest
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -25,6 +26,7 @@ func Run(t *testing.T, h Harness) {
 		{"AfterARestartCheckpointAndKeyIndexReadBackAndWritingGoesOn", restartReadsBack},
 		{"AfterAFailedWriteAndARestartWritingTheBatchAgainCompletesIt", restartAfterFailure},
 		{"ARecreatedObjectsOldUIDIsDeletedBeforeItsNewUIDIsCreatedAndTheNewUIDStaysLive", recreatedObject},
+		{"ANewEpochsVersionsReplaceHigherRVsAndItsCheckpointAndEpochSurviveARestart", newEpoch},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(newRun(t, h)) })
@@ -311,4 +313,64 @@ func recreatedObject(r *run) {
 	r.expectKeys(k, "after the relist's batches were written again")
 	r.expectCheckpoint(40, "after the relist's batches were written again")
 	r.expectRecords(r.records(), all, r.h.ExactlyOnce, "after the relist's batches were written again")
+}
+
+// epochOf stamps cs with epoch.
+func epochOf(epoch int, cs ...change.Change) []change.Change {
+	for i := range cs {
+		cs[i].Epoch = epoch
+	}
+	return cs
+}
+
+func (r *run) epoch() int {
+	r.t.Helper()
+	k, ok := r.sink.(interface {
+		Epoch(context.Context, change.Resource) (int, error)
+	})
+	if !ok {
+		r.t.Fatalf("the sink keeps no epochs (no Epoch method): it would restart a time travel in epoch 0")
+	}
+	e, err := k.Epoch(r.ctx(), Resource)
+	if err != nil {
+		r.t.Fatalf("Epoch: %v", err)
+	}
+	return e
+}
+
+// newEpoch is a time travel (an etcd restore) as the pipeline writes it: the relist of
+// the new epoch writes the cluster's versions, lower RVs than the sink holds, with
+// checkpoint 0 until it ends; then the LIST's RV, far below the old checkpoint.
+func newEpoch(r *run) {
+	old := batch(100, r.f.change("a", 1, 90, change.OpCreate), r.f.change("b", 1, 95, change.OpCreate))
+	r.write(old)
+	travel := batch(0, epochOf(1, r.f.snapshot("a", 1, 40, 50), r.f.snapshot("c", 1, 45, 50))...)
+	travel.Epoch = 1
+	travel.TimeTravel = &change.TimeTravel{Epoch: 1, Reason: change.TravelListBelowCheckpoint, Checkpoint: 100, ListRV: 50, At: observedAt}
+	r.write(travel)
+	if e := r.epoch(); e != 1 {
+		r.t.Errorf("epoch %d during the new epoch's relist, want 1", e)
+	}
+	r.restart()
+	end := batch(50, epochOf(1, r.f.inferredDelete("b", 1, 50))...)
+	end.Epoch = 1
+	r.write(end)
+	k := keys{
+		{Namespace: "ns", Name: "a"}: {UID: uid("a", 1), RV: 40, Epoch: 1},
+		{Namespace: "ns", Name: "c"}: {UID: uid("c", 1), RV: 45, Epoch: 1},
+	}
+	r.expectKeys(k, "after the new epoch's relist")
+	r.expectCheckpoint(50, "after the new epoch's relist")
+	if e := r.epoch(); e != 1 {
+		r.t.Errorf("epoch %d after the new epoch's relist and a restart, want 1", e)
+	}
+	r.write(old) // a replay of the old epoch changes nothing
+	got := r.keyIndex()
+	if b := (change.Key{Namespace: "ns", Name: "b"}); !r.h.RemembersDeletes {
+		delete(got, b) // this store forgot b's delete; the next relist removes b again
+	}
+	if !maps.Equal(got, k) {
+		r.t.Errorf("after a replay of the old epoch's batch: key index %v, want %v", keys(got), k)
+	}
+	r.expectCheckpoint(50, "after a replay of the old epoch's batch")
 }

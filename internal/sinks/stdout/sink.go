@@ -42,6 +42,12 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 	return s.store.Load(ctx, s.name, res)
 }
 
+// Epoch (pipeline.EpochKeeper) returns the epoch of the store's checkpoint for res; 0
+// when the store keeps none.
+func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
+	return checkpoint.LoadEpoch(ctx, s.store, s.name, res)
+}
+
 // KeyIndex walks the store's key index for res.
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	return s.store.KeyIndex(ctx, s.name, res, fn)

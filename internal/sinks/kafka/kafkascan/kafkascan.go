@@ -16,6 +16,17 @@ import (
 // the high watermark as of the call, partition by partition in offset order. Message keys
 // and values are copies fn may keep; a null value is a nil Value.
 func Topic(ctx context.Context, client *kafka.Client, topic string, fn func(kafka.Message) error) error {
+	return scan(ctx, client, topic, -1, fn)
+}
+
+// Tail is Topic over at most the last n offsets of each partition (fewer records where
+// compaction left gaps): a bounded read of a topic that may be long.
+func Tail(ctx context.Context, client *kafka.Client, topic string, n int64, fn func(kafka.Message) error) error {
+	return scan(ctx, client, topic, max(n, 0), fn)
+}
+
+// scan reads every partition of topic, from its last tail offsets (tail < 0: from its start).
+func scan(ctx context.Context, client *kafka.Client, topic string, tail int64, fn func(kafka.Message) error) error {
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
@@ -45,7 +56,11 @@ func Topic(ctx context.Context, client *kafka.Client, topic string, fn func(kafk
 		if p.Error != nil {
 			return fmt.Errorf("partition %d: %w", p.Partition, p.Error)
 		}
-		if err := scanPartition(ctx, client, topic, p.Partition, p.FirstOffset, p.LastOffset, fn); err != nil {
+		from := p.FirstOffset
+		if tail >= 0 {
+			from = max(from, p.LastOffset-tail)
+		}
+		if err := scanPartition(ctx, client, topic, p.Partition, from, p.LastOffset, fn); err != nil {
 			return fmt.Errorf("partition %d: %w", p.Partition, err)
 		}
 	}

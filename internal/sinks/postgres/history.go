@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// ErrNoHistory is History's error for a key with no changes rows in the sink's cluster.
+var ErrNoHistory = errors.New("no changes recorded")
+
+// Version is one changes row of an object, as `kube-cdc history` shows it.
+type Version struct {
+	ID         int64 // changes.id: the order versions were written in
+	ObservedAt time.Time
+	Op         change.Op
+	RV         change.RV
+	UID        string
+	ChangedBy  string
+	Inferred   bool
+	Reason     string // why an inferred delete happened; "" when observed
+	Snapshot   bool
+	// Object is the version's JSON; nil for an inferred delete, which carries no state.
+	Object json.RawMessage
+	// Previous is the object this version changed: the object of the key's row before it
+	// in id order, even when that row is older than HistoryQuery.Since. Nil when there is
+	// none to compare with: the key's first row, the first row after a delete, the first
+	// row of a new uid (a recreated object starts afresh).
+	Previous json.RawMessage
+}
+
+// HistoryQuery names one object and how far back to read.
+type HistoryQuery struct {
+	Group, Resource string // "" group for the core group
+	Namespace, Name string // "" namespace for a cluster-scoped object
+	Since           time.Time
+}
+
+// History returns the versions of one object of the sink's cluster observed at or after
+// q.Since (all of them when zero), in id order, each with the object it changed (see
+// Version.Previous; the migration 005_history's SQL function history applies the same
+// rule). It returns ErrNoHistory when the key has no changes rows at all, and no error
+// when it has some but none since q.Since.
+func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
+	var since *time.Time
+	if !q.Since.IsZero() {
+		since = &q.Since
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(historySQL, pgx.Identifier{s.opts.Schema}.Sanitize()),
+		s.cluster, q.Group, q.Resource, q.Namespace, q.Name, since)
+	if err != nil {
+		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
+	}
+	versions, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Version, error) {
+		var v Version
+		var op string
+		err := row.Scan(&v.ID, &v.ObservedAt, &op, &v.RV, &v.UID, &v.ChangedBy, &v.Inferred, &v.Reason, &v.Snapshot,
+			&v.Object, &v.Previous)
+		v.Op = change.Op(op)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
+	}
+	if len(versions) > 0 {
+		return versions, nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s.changes
+		WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND namespace = $4 AND name = $5)`,
+		pgx.Identifier{s.opts.Schema}.Sanitize()), s.cluster, q.Group, q.Resource, q.Namespace, q.Name).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
+	}
+	if !exists {
+		return nil, ErrNoHistory
+	}
+	return nil, nil
+}
+
+// historySQL: $1 cluster, $2 group, $3 resource, $4 namespace, $5 name, $6 since (NULL:
+// all). The previous object is taken before the since filter, so the first version shown
+// still compares with its real predecessor. The changes_once index leads with the key.
+const historySQL = `SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, coalesce(reason, ''), snapshot,
+		object, previous
+	  FROM (SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, reason, snapshot, object,
+	               CASE WHEN lag(op) OVER w <> 'delete' AND (lag(uid) OVER w = uid OR '' IN (uid, lag(uid) OVER w))
+	                    THEN lag(object) OVER w END AS previous
+	          FROM %s.changes
+	         WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND namespace = $4 AND name = $5
+	        WINDOW w AS (ORDER BY id)) h
+	 WHERE $6::timestamptz IS NULL OR observed_at >= $6
+	 ORDER BY id`
+
+// RecordedResources returns every resource the schema keeps checkpoints of for the sink's
+// cluster (any sink), with the kind of one of its objects ("" when it has none), ordered
+// by group and resource: what a name given on the command line can mean.
+func (s *Sink) RecordedResources(ctx context.Context) ([]change.Resource, error) {
+	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT c.api_group, c.resource, coalesce(k.kind, '')
+		  FROM (SELECT DISTINCT api_group, resource FROM %[1]s.checkpoints WHERE cluster = $1) c
+		  LEFT JOIN LATERAL (SELECT kind FROM %[1]s.objects o
+		                      WHERE o.cluster = $1 AND o.api_group = c.api_group AND o.resource = c.resource
+		                      LIMIT 1) k ON true
+		 ORDER BY 1, 2`, schema), s.cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read the recorded resources: %w", classify(err, s.password))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (change.Resource, error) {
+		var r change.Resource
+		err := row.Scan(&r.Group, &r.Resource, &r.Kind)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the recorded resources: %w", classify(err, s.password))
+	}
+	return out, nil
+}
+
+// HistoryNamespaces returns the namespaces in which the sink's cluster has changes rows
+// of an object of the resource with that name, sorted ("" for a cluster-scoped object).
+func (s *Sink) HistoryNamespaces(ctx context.Context, group, resource, name string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT DISTINCT namespace FROM %s.changes
+		WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND name = $4 ORDER BY 1`,
+		pgx.Identifier{s.opts.Schema}.Sanitize()), s.cluster, group, resource, name)
+	if err != nil {
+		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
+	}
+	return out, nil
+}
