@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
+)
+
+// Time travel (issue 12): an etcd restored from a backup, or a cluster rebuilt on an empty
+// etcd under the same `cluster` name, leaves kube-cdc's checkpoint ahead of the cluster
+// and its sink holding versions the cluster never had or no longer has, with RVs the
+// cluster issues again for other changes. These tests travel a private control plane (a
+// restore would take every other test's objects with it) and run the binary.
+
+// travelConfig streams the configmaps of ns on k into dsn.
+func travelConfig(t *testing.T, k *testenv.Kube, dsn, ns string) string {
+	return writeConfig(t, strings.Replace(pgConfigYAML(dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""), kube.Kubeconfig, k.Kubeconfig, 1))
+}
+
+// travelRows is "name uid rv v" of every live objects row of ns, sorted.
+func travelRows(dsn, ns string) ([]string, error) {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT name || ' ' || uid || ' ' || resource_version || ' ' || (object->'data'->>'v')
+		FROM kube_cdc.objects WHERE namespace = $1 AND deleted_at IS NULL ORDER BY name`, ns)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// travelListed is what travelRows must equal: the cluster's configmaps of ns, by a fresh LIST.
+func travelListed(t *testing.T, cs kubernetes.Interface, ns string) []string {
+	t.Helper()
+	l, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range l.Items {
+		out = append(out, fmt.Sprintf("%s %s %s %s", c.Name, c.UID, c.ResourceVersion, c.Data["v"]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitConverged waits until the sink's live rows of ns equal a fresh LIST.
+func waitConverged(t *testing.T, cs kubernetes.Interface, dsn, ns string, d *daemon) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
+		select {
+		case <-d.done:
+			return fmt.Errorf("kube-cdc exited:\n%s", d.log())
+		default:
+		}
+		got, err := travelRows(dsn, ns)
+		if err != nil {
+			return err
+		}
+		if want := travelListed(t, cs, ns); !slices.Equal(got, want) {
+			return fmt.Errorf("live rows\n  %s\nwant a fresh LIST's\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+		return nil
+	})
+}
+
+func setData(t *testing.T, cs kubernetes.Interface, ns, name, v string) *corev1.ConfigMap {
+	t.Helper()
+	ctx := context.Background()
+	c, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		c, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, name, map[string]string{"v": v}), metav1.CreateOptions{})
+	} else {
+		c.Data = map[string]string{"v": v}
+		c, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// travelled checks what the time travel left behind: the log line at warn with both
+// RVs, the epochs row, the checkpoint's epoch, and that every change written after the
+// travel is in changes in the new epoch.
+func travelled(t *testing.T, d *daemon, dsn, ns string, after []*corev1.ConfigMap) {
+	t.Helper()
+	lines := writersLines(d.log(), "time travel")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "checkpoint=") ||
+		!strings.Contains(lines[0], "list_resource_version=") || !strings.Contains(lines[0], "epoch=1") {
+		t.Errorf("time travel lines, want one warning with both RVs and epoch 1:\n%s", strings.Join(lines, "\n"))
+	}
+	conn := connect(t, dsn)
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.epochs WHERE resource = 'configmaps' AND epoch = 1`); n != 1 {
+		t.Errorf("%d epochs rows of epoch 1, want 1", n)
+	}
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.checkpoints WHERE resource = 'configmaps' AND epoch = 1`); n != 1 {
+		t.Errorf("%d checkpoints in epoch 1, want 1", n)
+	}
+	for _, c := range after {
+		if n := count(t, conn, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = $1 AND name = $2 AND uid = $3
+			AND resource_version = $4 AND epoch = 1`, ns, c.Name, string(c.UID), rvInt(c.ResourceVersion)); n != 1 {
+			t.Errorf("%d changes rows of %s@%s in epoch 1, want 1", n, c.Name, c.ResourceVersion)
+		}
+	}
+}
+
+func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMissesNothingWrittenSince(t *testing.T) {
+	k := testenv.NewKube(t, testenv.KubeOptions{})
+	cs := k.Clientset()
+	ctx := context.Background()
+	const ns = "travel"
+	createNamespace(t, cs, ns)
+	for _, n := range []string{"kept", "restored", "deleted-later"} {
+		setData(t, cs, ns, n, "1")
+	}
+	dsn := pg.NewDatabase(t)
+	cfg := travelConfig(t, k, dsn, ns)
+	d := start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+
+	backup, err := k.BackupEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the backup, synced: then lost by the restore.
+	setData(t, cs, ns, "restored", "2-lost")
+	setData(t, cs, ns, "lost", "2-lost")
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "deleted-later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitConverged(t, cs, dsn, ns, d)
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+
+	if err := k.RestoreEtcd(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	// Written after the restore, with RVs the lost changes had: none may be dropped.
+	after := []*corev1.ConfigMap{setData(t, cs, ns, "restored", "3"), setData(t, cs, ns, "new", "3")}
+
+	d = start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+	after = append(after, setData(t, cs, ns, "kept", "4"))
+	waitConverged(t, cs, dsn, ns, d)
+	travelled(t, d, dsn, ns, after)
+	conn := connect(t, dsn)
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'lost'
+		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns); n != 1 {
+		t.Errorf("the object the restore took away: %d inferred tombstones in epoch 1, want 1", n)
+	}
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
+	k := testenv.NewKube(t, testenv.KubeOptions{})
+	cs := k.Clientset()
+	ctx := context.Background()
+	const ns = "rebuilt"
+	createNamespace(t, cs, ns)
+	for i := range 20 { // the old cluster's RVs run well past the new one's
+		setData(t, cs, ns, fmt.Sprintf("old-%d", i%3), fmt.Sprint(i))
+	}
+	dsn := pg.NewDatabase(t)
+	cfg := travelConfig(t, k, dsn, ns)
+	d := start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+
+	if err := k.WipeEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, cs, ns)
+	after := []*corev1.ConfigMap{setData(t, cs, ns, "old-1", "new"), setData(t, cs, ns, "fresh", "new")}
+	d = start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+	travelled(t, d, dsn, ns, after)
+	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name IN ('old-0', 'old-2')
+		AND deleted_at IS NOT NULL AND delete_inferred`, ns); n != 2 {
+		t.Errorf("%d of the old cluster's 2 vanished objects tombstoned, want 2", n)
+	}
+}

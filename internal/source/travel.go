@@ -1,0 +1,53 @@
+package source
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// errBehind says the server's resource version is below the one a watch would start
+// from: the cluster went back in time (an etcd restored from a backup, a cluster rebuilt
+// under the same name). A watch from the future RV would wait, silently, until the
+// cluster's RVs reach it — and then deliver other changes under RVs the stream already
+// holds. The stream relists instead, and the pipeline's reconcile diff, seeing the LIST
+// below the checkpoint, starts a new epoch.
+type errBehind struct {
+	res     change.Resource
+	from    change.RV // the RV the watch would start from
+	current change.RV // the server's RV, from a LIST
+}
+
+func (e *errBehind) Error() string {
+	return fmt.Sprintf("resource %s: the server is at resource version %s, behind %s this stream holds: time travel (an etcd restore, or a cluster rebuilt under the same name)",
+		e.res.ID(), e.current, e.from)
+}
+
+// behind asks the server for its current resource version (a LIST of at most one object,
+// read consistently) and returns an *errBehind when it is below from; nil when it is not,
+// and the LIST's error when the server could not answer (the watch then finds out).
+func (s *Stream) behind(ctx context.Context, from change.RV) error {
+	if from == 0 {
+		return nil
+	}
+	res := s.Target.Resource
+	req := s.Clients.list.Get().AbsPath(collectionPath(res, s.namespace())).Param("limit", "1")
+	if s.Target.LabelSelector != "" {
+		req = req.Param("labelSelector", s.Target.LabelSelector)
+	}
+	if s.Target.FieldSelector != "" {
+		req = req.Param("fieldSelector", s.Target.FieldSelector)
+	}
+	body, err := req.Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	current, err := change.ParseRV(gjson.GetBytes(body, "metadata.resourceVersion").Str)
+	if err != nil || current >= from {
+		return nil // a malformed RV is the watch's and the relist's to report
+	}
+	return &errBehind{res: res, from: from, current: current}
+}
