@@ -70,13 +70,20 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 	}
 	t.result("apiserver", nil, src.rest.Host+" "+v.GitVersion)
 
-	targets, err := source.Resolve(src.clients.Discovery, sourceSpecs(cfg))
+	// As run resolves them: a name a CRD could serve later is a target that waits. check
+	// still fails its row (the resource does not stream until its CRD is installed), and
+	// checks the others.
+	targets, err := source.ResolveOrWait(src.clients.Discovery, sourceSpecs(cfg))
 	if err != nil {
 		t.result("resources", err, "")
 	} else if cs, err := kubernetes.NewForConfig(src.rest); err != nil {
 		t.result("rbac", err, "")
 	} else {
 		for _, tg := range targets {
+			if tg.Waiting {
+				t.result("resource "+tg.Resource.ID(), fmt.Errorf("not served: the apiserver does not serve %s (is its CRD installed?); run waits for it", tg.Resource.ID()), "")
+				continue
+			}
 			detail, err := checkRBAC(ctx, cs, tg)
 			t.result("resource "+tg.Resource.ID(), err, detail)
 		}

@@ -13,11 +13,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 )
@@ -61,13 +63,19 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	targets, err := source.Resolve(src.clients.Discovery, sourceSpecs(cfg))
+	// A name a CRD could serve later waits for it (degraded, "not served") instead of
+	// failing the start; every other unknown name is a mistake and fails it.
+	targets, err := source.ResolveOrWait(src.clients.Discovery, sourceSpecs(cfg))
 	if err != nil {
 		return err
 	}
 	if err := mayStream(ctx, src, targets, log); err != nil {
 		return err
 	}
+	resolution := source.NewResolution(src.clients, targets, log)
+	// CRDs of the configured resources are watched (when RBAC allows) so that a resource
+	// waiting for its CRD is streamed as soon as the CRD is created, not at its next retry.
+	crds := &source.CRDWatch{Clients: src.clients, Resources: source.ForCRDs(targets), Log: log}
 
 	var running atomic.Pointer[pipeline.Pipeline]
 	ready := func() error {
@@ -86,6 +94,9 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	if cfg.Metrics.Address != "" {
 		g.Go(func() error { return metrics.Serve(gctx, cfg.Metrics.Address, m, ready, cfg.Metrics.Pprof, log) })
 	}
+	if len(crds.Resources) > 0 {
+		g.Go(func() error { return crds.Run(gctx) })
+	}
 	stream := func(gctx context.Context) error {
 		sinks, closeSinks, err := openSinks(gctx, cfg, log, m)
 		if err != nil {
@@ -93,18 +104,27 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		}
 		defer closeSinks()
 		// A streaming PostgreSQL sink takes its writer lock before writing anything, and
-		// refuses to start beside another process that writes it (`status` opens sinks
-		// without claiming). A new leader always waits: leader election fences already,
-		// and the old leader's session may outlive its lease for a keepalive period.
-		wait := opts.wait || cfg.LeaderElection.Enabled
+		// refuses to start beside another process that writes it, or waits with --wait
+		// (`status` opens sinks without claiming). Under leader election the lease fences
+		// already, and the old leader's session may outlive its lease: a new leader writes
+		// at once and takes the lock when it comes free.
+		policy := postgres.ClaimOrRefuse
+		switch {
+		case cfg.LeaderElection.Enabled:
+			policy = postgres.ClaimFenced
+		case opts.wait:
+			policy = postgres.ClaimOrWait
+		}
 		for _, s := range sinks {
 			if c, ok := s.(writerClaimer); ok {
-				if err := c.ClaimWriter(gctx, wait); err != nil {
+				if err := c.ClaimWriter(gctx, policy); err != nil {
 					return err
 				}
 			}
 		}
-		p := pipeline.New(pipelineOptions(cfg, log, m), sinks, pipelineTargets(cfg, src, targets, log, m))
+		popts := pipelineOptions(cfg, log, m)
+		popts.Nudge = crds.Changed // a CRD of a degraded resource changed: try it now
+		p := pipeline.New(popts, sinks, pipelineTargets(cfg, src, resolution, targets, log, m))
 		running.Store(p)
 		defer running.Store(nil)
 		return p.Run(gctx)
@@ -129,7 +149,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
 type writerClaimer interface {
-	ClaimWriter(ctx context.Context, wait bool) error
+	ClaimWriter(ctx context.Context, policy postgres.ClaimPolicy) error
 }
 
 func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {
@@ -154,20 +174,25 @@ func sourceSpecs(cfg *config.Config) []source.Spec {
 	return specs
 }
 
-func pipelineTargets(cfg *config.Config, src *kubeSource, targets []source.Target, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
+// pipelineTargets are the pipeline's targets, one per resolved target, each following
+// its resolution: a target's stream reads the resource in the version served when it
+// starts (a CRD created after the start, or recreated with other versions; Resolve).
+func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Resolution, targets []source.Target, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
 	// The digest key goes nowhere else: not into a log, not into a metric label.
 	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, DigestKey: cfg.Transforms.Key(), Drop: cfg.Transforms.Drop}
-	// The targets of one resource share their Scopes: which keys each relist examines,
-	// and whether an object a relist or watch no longer shows left every scope.
-	scopes := source.GroupScopes(src.clients, targets, log)
 	out := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		out[i] = pipeline.Target{Resource: t.Resource, Owns: scopes[i].Owns(t), Lookup: scopes[i].Lookup, Sweeps: scopes[i].Sweeps(t),
+		// The targets of one resource share their Scopes: which keys each relist examines,
+		// and whether an object a relist or watch no longer shows left every scope.
+		_, scopes := resolution.Target(i)
+		out[i] = pipeline.Target{Resource: t.Resource, Owns: scopes.Owns(t), Lookup: resolution.Lookup(i), Sweeps: scopes.Sweeps(t),
+			Resolve: func(ctx context.Context) (change.Resource, error) { return resolution.Resolve(ctx, i) },
 			NewStream: func() pipeline.Streamer {
+				t, scopes := resolution.Target(i)
 				return &source.Stream{
 					Clients:   src.clients,
 					Target:    t,
-					Scopes:    scopes[i],
+					Scopes:    scopes,
 					PageSize:  cfg.Kubernetes.PageSize,
 					Transform: tr,
 					Log:       log,

@@ -9,13 +9,14 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 )
 
 // openSinks opens every configured sink with its checkpoint store. On error, the sinks
 // opened so far are closed. m (nil: no metrics) receives what a sink measures itself,
-// such as the PostgreSQL sink's quarantined changes.
+// such as the PostgreSQL and Kafka sinks' quarantined changes.
 func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) ([]pipeline.Sink, func(), error) {
 	var sinks []pipeline.Sink
 	closeAll := func() {
@@ -33,6 +34,9 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *met
 		}
 		if ps, ok := s.(*postgres.Sink); ok && m != nil {
 			ps.SetMetrics(m)
+		}
+		if ks, ok := s.(*kafka.Sink); ok && m != nil {
+			ks.SetMetrics(m)
 		}
 		sinks = append(sinks, s)
 	}

@@ -24,6 +24,8 @@ func servedSeries(t *testing.T) map[string]bool {
 	m.Checkpoint("s", "r", 1, time.Now())
 	m.KeyIndexSize("s", "r", 1)
 	m.Quarantined("s", "r", 1)
+	m.TimeTravel("s", "r", "list-below-checkpoint")
+	m.Degraded("r", "", "forbidden", "x", time.Now())
 	m.ConcurrentWriters("s", 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

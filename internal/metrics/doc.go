@@ -9,6 +9,10 @@
 // Every series is prefixed kube_cdc_. The ones worth alerting on: kube_cdc_lag_seconds
 // (event received → sink acknowledged), rate(kube_cdc_relists_total) and
 // rate(kube_cdc_gone_total) (410 storms), kube_cdc_sink_errors_total{class="terminal"},
-// and time() - kube_cdc_checkpoint_timestamp_seconds (checkpoint age). docs/operations.md
-// has the PromQL.
+// time() - kube_cdc_checkpoint_timestamp_seconds (checkpoint age) and
+// kube_cdc_degraded_resources (resources that do not stream, each named with its reason
+// by kube_cdc_resource_degraded). docs/operations.md has the PromQL.
+//
+// Besides /metrics, /healthz and /readyz, the endpoint serves /resources: the degraded
+// resources as JSON, which `kube-cdc status` asks the running daemon for.
 package metrics

@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"cmp"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +39,23 @@ type Metrics struct {
 	checkpointTS  *prometheus.GaugeVec
 	keyIndexSize  *prometheus.GaugeVec
 	quarantined   *prometheus.CounterVec
+	timeTravels   *prometheus.CounterVec
 	writers       *prometheus.GaugeVec
+	degraded      *prometheus.GaugeVec
+	degradedCount prometheus.Gauge
+
+	mu         sync.Mutex
+	degradedBy map[[2]string]Degradation // by resource and scope
+}
+
+// Degradation is a resource (one scope of it) that does not stream, and why: what
+// /resources serves and `kube-cdc status` shows.
+type Degradation struct {
+	Resource string    `json:"resource"`
+	Scope    string    `json:"scope,omitempty"`
+	Reason   string    `json:"reason"` // "forbidden", "not served", …
+	Error    string    `json:"error"`
+	Since    time.Time `json:"since"`
 }
 
 // New builds the series and registers them, with the Go runtime and process collectors,
@@ -98,17 +117,32 @@ func New() *Metrics {
 		Help: "Changes a sink could not store (e.g. JSON PostgreSQL rejects) and put in quarantine instead; the stream went on.",
 	}, []string{"sink", "resource"})
 
+	m.timeTravels = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "time_travels_total",
+		Help: "Relists that found the cluster behind what the sink holds (an etcd restore, a cluster rebuilt under the same name) and started a new epoch, by reason (list-below-checkpoint, object-went-back).",
+	}, []string{"sink", "resource", "reason"})
+
 	m.writers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "concurrent_writers",
-		Help: "Other processes writing the same PostgreSQL sink (database, schema, cluster and sink name), seen through its writer lock; above 0 means two kube-cdc run without leader election.",
+		Help: "Other kube-cdc processes holding or waiting for the PostgreSQL sink's writer lock (database, schema, cluster and sink name): a --wait standby, or an old leader's lingering session.",
 	}, []string{"sink"})
+
+	m.degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "resource_degraded",
+		Help: "1 while a resource (one scope of it) does not stream, with the reason (forbidden, unauthorized, not served, invalid resource version, discovery failed); the series goes away when it streams again. The other resources stream on.",
+	}, []string{"resource", "scope", "reason"})
+	m.degradedCount = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "degraded_resources",
+		Help: "Resources (scopes of them) that do not stream now; kube_cdc_resource_degraded names them.",
+	})
+	m.degradedBy = map[[2]string]Degradation{}
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
-		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined,
-		m.writers,
+		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.timeTravels,
+		m.writers, m.degraded, m.degradedCount,
 	)
 	return m
 }
@@ -203,12 +237,58 @@ func (m *Metrics) Quarantined(sink, resource string, n int) {
 	m.quarantined.WithLabelValues(sink, resource).Add(float64(n))
 }
 
-// ConcurrentWriters records how many other processes write sink: 0 when this one is alone.
+// TimeTravel counts a time travel sink found in resource (pipeline.TimeTravelObserver).
+func (m *Metrics) TimeTravel(sink, resource, reason string) {
+	if m == nil {
+		return
+	}
+	m.timeTravels.WithLabelValues(sink, resource, reason).Inc()
+}
+
+// ConcurrentWriters records how many other processes hold or wait for sink's writer lock:
+// 0 when this one is alone.
 func (m *Metrics) ConcurrentWriters(sink string, others int) {
 	if m == nil {
 		return
 	}
 	m.writers.WithLabelValues(sink).Set(float64(others))
+}
+
+// Degraded records that resource (one scope of it) does not stream since `since`, for
+// reason, with the error that says why; an empty reason records that it streams again.
+func (m *Metrics) Degraded(resource, scope, reason, detail string, since time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := [2]string{resource, scope}
+	if old, ok := m.degradedBy[key]; ok {
+		m.degraded.DeleteLabelValues(resource, scope, old.Reason)
+		delete(m.degradedBy, key)
+	}
+	if reason != "" {
+		m.degradedBy[key] = Degradation{Resource: resource, Scope: scope, Reason: reason, Error: detail, Since: since}
+		m.degraded.WithLabelValues(resource, scope, reason).Set(1)
+	}
+	m.degradedCount.Set(float64(len(m.degradedBy)))
+}
+
+// Degradations are the resources that do not stream now, by resource and scope.
+func (m *Metrics) Degradations() []Degradation {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Degradation, 0, len(m.degradedBy))
+	for _, d := range m.degradedBy {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Degradation) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Scope, b.Scope))
+	})
+	return out
 }
 
 // Handler serves the registry in the Prometheus exposition format. On a nil *Metrics it

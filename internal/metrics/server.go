@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,10 @@ import (
 const shutdownTimeout = 5 * time.Second
 
 // Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
-// runs) and /readyz (503 with ready's error until it returns nil, then 200 "ok"). A nil
-// ready is always ready. With profiling on (config metrics.pprof), also Go's
-// /debug/pprof/ endpoints.
+// runs), /readyz (503 with ready's error until it returns nil, then 200 "ok"; a nil
+// ready is always ready) and /resources (JSON: the resources that do not stream now and
+// why, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
+// on (config metrics.pprof), also Go's /debug/pprof/ endpoints.
 func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	if profiling {
@@ -34,6 +36,14 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
 	})
+	mux.HandleFunc("GET /resources", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		a := ResourcesAnswer{Degraded: m.Degradations()}
+		if a.Degraded == nil {
+			a.Degraded = []Degradation{}
+		}
+		json.NewEncoder(w).Encode(a)
+	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if ready != nil {
@@ -46,6 +56,11 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 		io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// ResourcesAnswer is the body of /resources.
+type ResourcesAnswer struct {
+	Degraded []Degradation `json:"degraded"` // never null: empty when every resource streams
 }
 
 // Serve serves Mux(m, ready, profiling) on addr until ctx ends, then shuts down gracefully and

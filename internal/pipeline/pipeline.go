@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +44,13 @@ type Target struct {
 	// target's namespaces cover (see Owns); a sink that holds checkpoints of scopes of the
 	// resource that no target has (ScopeKeeper) is relisted by it and then forgets them.
 	Sweeps bool
+	// Resolve, when set, is called before each stream of the target starts (at start, and
+	// again after a Fault) to learn the resource as the server serves it now: a CRD created
+	// after the start, or recreated with other versions. While the server does not serve
+	// it, Resolve returns a Fault and the target is degraded; any other error stops the
+	// pipeline. Its answer replaces Resource (same group, resource and scope). Nil:
+	// Resource is what the server serves.
+	Resolve func(ctx context.Context) (change.Resource, error)
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -54,6 +61,10 @@ type Metrics interface {
 	SinkError(sink, class string)
 	Checkpoint(sink, resource string, rv change.RV, at time.Time)
 	KeyIndexSize(sink, resource string, n int)
+	// Degraded records that a resource (one scope of it) does not stream since `since`,
+	// and why: a Fault's reason and its error. An empty reason records that it streams
+	// again.
+	Degraded(resource, scope, reason, detail string, since time.Time)
 }
 
 // Defaults of Options; the config layer reads them too.
@@ -64,6 +75,10 @@ const (
 	DefaultBuffer       = 256
 	DefaultDetachAfter  = 10 * time.Second
 	DefaultFlushTimeout = 10 * time.Second
+	// A degraded resource is tried again after 0.5–1 s, then twice as long each time, up
+	// to 30–60 s: permissions granted or a CRD created are noticed within a minute.
+	DefaultDegradedInitial = time.Second
+	DefaultDegradedMax     = time.Minute
 )
 
 // Options tunes the pipeline. Zero fields take the defaults in their comments.
@@ -82,10 +97,19 @@ type Options struct {
 	// must stop writing before its successor starts. Nil: always flush.
 	Abandon func(cause error) bool
 	Backoff retry.Backoff
+	// DegradedBackoff spaces the attempts to stream a degraded resource again (one whose
+	// stream or Resolve failed with a Fault); default DefaultDegradedInitial up to
+	// DefaultDegradedMax. Its waits are on Clock. A resource that streamed for at least
+	// its Max before failing again starts afresh from Initial.
+	DegradedBackoff retry.Backoff
+	// Nudge, when set, returns a channel that is closed when something changed that may
+	// heal a degraded resource (a CRD of a configured resource was created or changed):
+	// degraded resources are then tried again at once, their backoff started afresh.
+	Nudge   func() <-chan struct{}
 	Log     *slog.Logger
 	Metrics Metrics // may be nil
-	// Clock drives MaxWait, DetachAfter, FlushTimeout and the write backoff; default the
-	// real clock. Tests pass a fake one (k8s.io/utils/clock/testing).
+	// Clock drives MaxWait, DetachAfter, FlushTimeout, the write backoff and the degraded
+	// backoff; default the real clock. Tests pass a fake one (k8s.io/utils/clock/testing).
 	Clock clock.WithDelayedExecution
 }
 
@@ -120,6 +144,12 @@ func (o *Options) defaults() {
 	if o.Backoff.Clock == nil {
 		o.Backoff.Clock = o.Clock
 	}
+	if o.DegradedBackoff.Initial <= 0 {
+		o.DegradedBackoff.Initial = DefaultDegradedInitial
+	}
+	if o.DegradedBackoff.Max <= 0 {
+		o.DegradedBackoff.Max = DefaultDegradedMax
+	}
 }
 
 // Pipeline streams targets into sinks.
@@ -127,15 +157,17 @@ type Pipeline struct {
 	opts    Options
 	sinks   []Sink
 	targets []Target
-
-	mu      sync.Mutex
-	cursors []*cursor
+	states  []*resourceState // one per target
 }
 
 // New returns a pipeline; Run starts it.
 func New(opts Options, sinks []Sink, targets []Target) *Pipeline {
 	opts.defaults()
-	return &Pipeline{opts: opts, sinks: sinks, targets: targets}
+	p := &Pipeline{opts: opts, sinks: sinks, targets: targets}
+	for _, t := range targets {
+		p.states = append(p.states, &resourceState{t: t, log: opts.Log.With("resource", t.Resource.ID())})
+	}
+	return p
 }
 
 // Run streams until ctx ends (then flushes and returns nil) or a terminal error.
@@ -156,30 +188,47 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	})
 	defer stop()
 
+	// A resource's Fault degrades that resource alone (runResource retries it); any other
+	// error of a resource stops them all.
 	g, gctx := errgroup.WithContext(ctx)
-	for _, t := range p.targets {
-		g.Go(func() error { return p.runResource(gctx, writeCtx, t) })
+	for _, st := range p.states {
+		g.Go(func() error { return p.runResource(gctx, writeCtx, st) })
 	}
 	return g.Wait()
 }
 
 // Ready reports nil once every resource has been synced into every sink and the last
-// write of each succeeded.
+// write of each succeeded. Otherwise it names every degraded resource with its reason,
+// or else the first resource not synced yet.
 func (p *Pipeline) Ready() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.cursors) < len(p.sinks)*len(p.targets) {
-		return errors.New("starting")
-	}
-	for _, c := range p.cursors {
-		if !c.synced.Load() {
-			return fmt.Errorf("sink %s: %s not synced yet", c.sink.Name(), c.res.ID())
+	var degraded []string
+	var notReady error
+	for _, st := range p.states {
+		st.mu.Lock()
+		switch {
+		case st.reason != "":
+			degraded = append(degraded, fmt.Sprintf("resource %s degraded (%s): %s", st.name(), st.reason, st.detail))
+		case notReady != nil:
+		case len(st.cursors) < len(p.sinks):
+			notReady = errors.New("starting")
+		default:
+			for _, c := range st.cursors {
+				if !c.synced.Load() {
+					notReady = fmt.Errorf("sink %s: %s not synced yet", c.sink.Name(), c.res.ID())
+					break
+				}
+				if err := c.lastErr.Load(); err != nil {
+					notReady = fmt.Errorf("sink %s: %s: %v", c.sink.Name(), c.res.ID(), *err)
+					break
+				}
+			}
 		}
-		if err := c.lastErr.Load(); err != nil {
-			return fmt.Errorf("sink %s: %s: %v", c.sink.Name(), c.res.ID(), *err)
-		}
+		st.mu.Unlock()
 	}
-	return nil
+	if len(degraded) > 0 {
+		return errors.New(strings.Join(degraded, "; "))
+	}
+	return notReady
 }
 
 // staleScopes checks whether sink s holds checkpoints of scopes of t's resource that no
@@ -225,9 +274,65 @@ type subscriber struct {
 	detached atomic.Bool
 }
 
-func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
-	g, gctx := errgroup.WithContext(ctx)
+// runResource streams one target until ctx ends or an error that is not a Fault. A
+// Fault (Forbidden, a CRD deleted or not yet created, an RV that is no integer)
+// degrades the target alone: what its cursors received is written, and after a capped
+// backoff (or a Nudge) it is resolved and streamed again from its sinks' checkpoints —
+// a watch while the history lasts, else a relist and reconcile diff — so nothing is lost.
+func (p *Pipeline) runResource(ctx, writeCtx context.Context, st *resourceState) error {
+	failures := 0
+	for {
+		err := p.attempt(ctx, writeCtx, st)
+		f, isFault := faultOf(err)
+		switch {
+		case isFault && ctx.Err() != nil:
+			return nil
+		case !isFault:
+			return err
+		}
+		if st.streamedFor(p.opts.Clock) >= p.opts.DegradedBackoff.Max {
+			failures = 0 // it streamed a good while: a new failure, not the same one again
+		}
+		d := p.opts.DegradedBackoff.Delay(failures)
+		failures++
+		p.degrade(st, f, d)
+		timer := p.opts.Clock.NewTimer(d)
+		var nudge <-chan struct{}
+		if p.opts.Nudge != nil {
+			nudge = p.opts.Nudge()
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-nudge:
+			timer.Stop()
+			failures = 0
+			st.log.Debug("something changed that may heal the degraded resource; trying it now")
+		case <-timer.C():
+		}
+	}
+}
+
+// attempt resolves the target, reads its sinks' checkpoints and streams it into one
+// cursor per sink until ctx ends, the stream fails, or a cursor does. It returns what
+// ended it: nil when ctx ended, a Fault of the stream (or of Resolve) after every cursor
+// wrote what it had received, or another error, which stops the pipeline.
+func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) error {
+	t := st.t
+	if t.Resolve != nil {
+		res, err := t.Resolve(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		t.Resource = res
+	}
+	st.begin()
 	subs := make([]*subscriber, len(p.sinks))
+	cursors := make([]*cursor, len(p.sinks))
 	var from change.RV
 	for i, s := range p.sinks {
 		var ck change.RV
@@ -252,21 +357,21 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
 		}
 		c := newCursor(p, s, t, ck, writeCtx)
 		c.forget = forget
-		p.mu.Lock()
-		p.cursors = append(p.cursors, c)
-		p.mu.Unlock()
+		cursors[i] = c
 		subs[i] = &subscriber{c: c, q: make(chan change.Event, p.opts.Buffer)}
 		if i == 0 || ck < from {
 			from = ck
 		}
 	}
+	st.setCursors(cursors)
+	g := newGroup(ctx)
 	for _, sub := range subs {
 		g.Go(func() error {
 			if err := sub.c.run(sub.q); err != nil {
 				return err
 			}
-			if sub.detached.Load() && gctx.Err() == nil {
-				return p.runAlone(gctx, t, sub.c)
+			if sub.detached.Load() && g.ctx.Err() == nil {
+				return p.runAlone(g.ctx, st, t, sub.c)
 			}
 			return nil
 		})
@@ -279,17 +384,32 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, t Target) error {
 				}
 			}
 		}()
-		return t.NewStream().Run(gctx, from, p.fanOut(t.Resource, subs))
+		return p.newStream(st, t).Run(g.ctx, from, p.fanOut(st, subs))
 	})
 	return g.Wait()
+}
+
+// newStream is a new stream of t that tells st when the server accepts it.
+func (p *Pipeline) newStream(st *resourceState, t Target) Streamer {
+	s := t.NewStream()
+	if n, ok := s.(AcceptNotifier); ok {
+		n.NotifyAccepted(func() { st.streaming(p) })
+	}
+	return s
 }
 
 // fanOut hands each event to every attached subscriber. With one subscriber it only
 // blocks (backpressure); with several, a subscriber that cannot take an event for
 // DetachAfter is detached so that it does not stall the others.
-func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.Context, change.Event) error {
+// Any event but a RelistBegin (emitted before the LIST is sent) tells that the resource
+// streams.
+func (p *Pipeline) fanOut(st *resourceState, subs []*subscriber) func(context.Context, change.Event) error {
+	res := st.t.Resource
 	var timer clock.Timer
 	return func(ctx context.Context, ev change.Event) error {
+		if ev.Type != change.RelistBegin {
+			st.streaming(p)
+		}
 		attached := 0
 		for _, s := range subs {
 			if !s.detached.Load() {
@@ -338,24 +458,25 @@ func (p *Pipeline) fanOut(res change.Resource, subs []*subscriber) func(context.
 }
 
 // runAlone streams t into one cursor that was detached from the shared stream, from
-// the cursor's own checkpoint, until ctx ends.
-func (p *Pipeline) runAlone(ctx context.Context, t Target, c *cursor) error {
+// the cursor's own checkpoint, until ctx ends or the stream fails.
+func (p *Pipeline) runAlone(ctx context.Context, st *resourceState, t Target, c *cursor) error {
 	q := make(chan change.Event, p.opts.Buffer)
-	g, gctx := errgroup.WithContext(ctx)
+	g := newGroup(ctx)
 	g.Go(func() error { return c.run(q) })
 	g.Go(func() error {
 		defer close(q)
 		sub := &subscriber{c: c, q: q}
-		return t.NewStream().Run(gctx, c.committed, p.fanOut(t.Resource, []*subscriber{sub}))
+		return p.newStream(st, t).Run(g.ctx, c.committed, p.fanOut(st, []*subscriber{sub}))
 	})
 	return g.Wait()
 }
 
 type nopMetrics struct{}
 
-func (nopMetrics) Changes(string, string, string, int)             {}
-func (nopMetrics) BatchWritten(string, string, int, time.Duration) {}
-func (nopMetrics) Lag(string, string, time.Duration)               {}
-func (nopMetrics) SinkError(string, string)                        {}
-func (nopMetrics) Checkpoint(string, string, change.RV, time.Time) {}
-func (nopMetrics) KeyIndexSize(string, string, int)                {}
+func (nopMetrics) Changes(string, string, string, int)                {}
+func (nopMetrics) BatchWritten(string, string, int, time.Duration)    {}
+func (nopMetrics) Lag(string, string, time.Duration)                  {}
+func (nopMetrics) SinkError(string, string)                           {}
+func (nopMetrics) Checkpoint(string, string, change.RV, time.Time)    {}
+func (nopMetrics) KeyIndexSize(string, string, int)                   {}
+func (nopMetrics) Degraded(string, string, string, string, time.Time) {}

@@ -3,6 +3,7 @@ package source
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
@@ -32,6 +34,13 @@ type Target struct {
 	Namespaces    []string
 	LabelSelector string
 	FieldSelector string
+	// Waiting marks a target whose resource the server did not serve when it was resolved
+	// (ResolveOrWait): Resource holds only the group, the plural, the scope and a version
+	// the name gave. Its stream fails with a Fault (ReasonNotServed) until a Resolution
+	// resolves it.
+	Waiting bool
+
+	version string // the version the configured name gave (group/version/resource); "": the server's preferred
 }
 
 // Owns reports whether an object with key k is in the target's namespaces; nil when the
@@ -48,6 +57,20 @@ func (t Target) Owns() func(change.Key) bool {
 // Resolve looks every spec up through discovery (CRDs included) and returns one target
 // per spec and namespace (see perNamespace). A name that matches nothing is an error listing close matches.
 func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) {
+	return resolve(disc, specs, false)
+}
+
+// ResolveOrWait is Resolve for a daemon, which follows CRDs while it runs: a name the
+// server does not serve now but a CRD could serve later — plural.group or
+// group/version/resource, with a group that has a dot, as every CRD's group must — gives
+// targets that wait for it (Target.Waiting). Any other name that matches nothing is
+// still an error: a bare plural, kind or short name says nothing of the group to wait
+// for, and the core group and the dotless groups are the apiserver's own.
+func ResolveOrWait(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) {
+	return resolve(disc, specs, true)
+}
+
+func resolve(disc discovery.DiscoveryInterface, specs []Spec, wait bool) ([]Target, error) {
 	lists, err := disc.ServerPreferredResources()
 	if err != nil && len(lists) == 0 {
 		return nil, fmt.Errorf("discover the apiserver's resources: %w", err)
@@ -71,11 +94,24 @@ func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) 
 	seen := map[string]string{}
 	for i, s := range specs {
 		res, err := match(all, aliases, s.Name)
+		waiting := false
+		if unknown := (unknownError{}); errors.As(err, &unknown) && wait {
+			var ok bool
+			if res, ok = awaitable(s.Name); ok {
+				err, waiting = nil, true
+			} else {
+				err = fmt.Errorf("%w (a CRD's resource that is not served yet is waited for when named plural.group or group/version/resource)", err)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("resources[%d]: %w", i, err)
 		}
-		if !res.Namespaced && len(s.Namespaces) > 0 {
+		if !res.Namespaced && len(s.Namespaces) > 0 && !waiting {
 			return nil, fmt.Errorf("resources[%d].namespaces: %s is cluster-scoped", i, res.ID())
+		}
+		version := ""
+		if parts := strings.Split(strings.TrimSpace(s.Name), "/"); len(parts) > 1 {
+			version = res.Version
 		}
 		for _, one := range perNamespace(s) {
 			r := res
@@ -85,11 +121,43 @@ func Resolve(disc discovery.DiscoveryInterface, specs []Spec) ([]Target, error) 
 				return nil, fmt.Errorf("resources[%d]: %q names the same resource and scope as %q", i, s.Name, prev)
 			}
 			seen[id] = s.Name
-			targets = append(targets, Target{Resource: r, Namespaces: one.Namespaces, LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector})
+			targets = append(targets, Target{Resource: r, Namespaces: one.Namespaces, LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector,
+				Waiting: waiting, version: version})
 		}
 	}
 	return targets, nil
 }
+
+// awaitable parses a name a CRD could come to serve: plural.group or
+// group/version/resource, whose group has a dot (the apiextensions API requires one) and
+// whose parts are valid names. It returns the resource as far as the name tells.
+func awaitable(name string) (change.Resource, bool) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	var r change.Resource
+	switch parts := strings.Split(name, "/"); len(parts) {
+	case 1:
+		plural, group, ok := strings.Cut(name, ".")
+		if !ok {
+			return r, false
+		}
+		r = change.Resource{Group: group, Resource: plural}
+	case 3:
+		r = change.Resource{Group: parts[0], Version: parts[1], Resource: parts[2]}
+		if len(validation.IsDNS1035Label(r.Version)) > 0 {
+			return r, false
+		}
+	default:
+		return r, false
+	}
+	ok := strings.Contains(r.Group, ".") && len(validation.IsDNS1123Subdomain(r.Group)) == 0 &&
+		len(validation.IsDNS1123Label(r.Resource)) == 0
+	return r, ok
+}
+
+// unknownError is match's answer for a name that matches no served resource.
+type unknownError struct{ msg string }
+
+func (e unknownError) Error() string { return e.msg }
 
 // perNamespace splits a spec with several namespaces into one spec per namespace, each
 // listed and watched through its namespaced path: RoleBindings in those namespaces then
@@ -176,7 +244,7 @@ func match(all []change.Resource, aliases [][]string, name string) (change.Resou
 		}
 		return change.Resource{}, fmt.Errorf("resource %q is ambiguous: %s", name, strings.Join(ids, ", "))
 	}
-	return change.Resource{}, fmt.Errorf("unknown resource %q%s", name, suggest(all, name))
+	return change.Resource{}, unknownError{fmt.Sprintf("unknown resource %q%s", name, suggest(all, name))}
 }
 
 // suggest lists up to five served resources whose names are close to name.

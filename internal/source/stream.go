@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -45,14 +46,28 @@ type Stream struct {
 	// 5–10 minutes per watch, as client-go's reflector does, so connections recycle.
 	WatchTimeout time.Duration
 
-	typ objectType // the Target's, set by Run
+	typ      objectType // the Target's, set by Run
+	accepted func()     // see NotifyAccepted
+}
+
+// NotifyAccepted has the stream call f each time the apiserver accepts one of its
+// watches, from any goroutine: a resource that was degraded is known to stream again
+// even when nothing changes in it (a LIST tells by its events). It is the pipeline's
+// optional Streamer ability (pipeline.AcceptNotifier); call it before Run.
+func (s *Stream) NotifyAccepted(f func()) { s.accepted = f }
+
+func (s *Stream) accept() {
+	if s.accepted != nil {
+		s.accepted()
+	}
 }
 
 // Run emits events from `from` on: a watch from that RV when it is non-zero, a relist
 // first when it is zero or the server no longer has that history. It returns when ctx
-// ends (nil), when emit fails, or on a terminal error (Forbidden, Unauthorized,
-// NotFound, a Secret resource to redact without a digest key), which is marked
-// retry.Terminal.
+// ends (nil), when emit fails, or on an error it does not retry, marked retry.Terminal:
+// a Fault of the resource (Forbidden, Unauthorized, not served, a resourceVersion that is
+// no integer), which time may heal and the pipeline retries later, or a configuration
+// error (a Secret resource to redact without a digest key).
 func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 	if s.PageSize <= 0 {
 		s.PageSize = 500
@@ -64,6 +79,9 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 		s.Transform = &Transform{}
 	}
 	id := s.Target.Resource.ID()
+	if s.Target.Waiting {
+		return fault(s.Target.Resource, ReasonNotServed, fmt.Errorf("resource %s: the server does not serve it (yet)", id))
+	}
 	s.typ = typeOf(s.Target.Resource)
 	if err := s.Transform.check(s.typ); err != nil {
 		return retry.Terminal(fmt.Errorf("resource %s: %w", id, err))
@@ -80,7 +98,7 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 					return nil
 				}
 				if retry.IsTerminal(err) || errors.Is(err, errEmit) {
-					return err
+					return invalidRVFault(s.Target.Resource, err)
 				}
 				d := s.Backoff.Delay(failures)
 				failures++
@@ -96,6 +114,11 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case errors.As(err, new(*errBehind)):
+			// The cursors see the LIST below their checkpoints and start a new epoch.
+			log.Warn("the server is behind this stream's resource version (time travel: an etcd restore, "+
+				"or a cluster rebuilt under the same name); relisting", "error", err)
+			rv = 0
 		case errors.Is(err, errGone):
 			s.observe(func(o Observer) { o.Gone(id) })
 			log.Info("watch history expired (410 Gone); relisting", "resourceVersion", next.String())
@@ -151,7 +174,7 @@ func (s *Stream) toChange(data []byte, now time.Time) (change.Change, error) {
 	}
 	rv, err := change.ParseRV(m.rv)
 	if err != nil {
-		return change.Change{}, retry.Terminal(fmt.Errorf("resource %s: object %s/%s: %w", res.ID(), m.namespace, m.name, err))
+		return change.Change{}, fault(res, ReasonInvalidRV, fmt.Errorf("resource %s: object %s/%s: %w", res.ID(), m.namespace, m.name, err))
 	}
 	return change.Change{
 		Resource:   res,
@@ -164,6 +187,18 @@ func (s *Stream) toChange(data []byte, now time.Time) (change.Change, error) {
 		Time:       m.time,
 		ObservedAt: now,
 	}, nil
+}
+
+// invalidRVFault makes a terminal error that only says a resourceVersion is no integer (a
+// LIST's own RV, relist.go) a Fault of r: the server may be fixed, and the other
+// resources must not stop for it. Any other error is returned as it is.
+func invalidRVFault(r change.Resource, err error) error {
+	var f *Fault
+	var num *strconv.NumError
+	if !retry.IsTerminal(err) || errors.As(err, &f) || !errors.As(err, &num) {
+		return err
+	}
+	return fault(r, ReasonInvalidRV, err)
 }
 
 // sleep waits d on the stream's clock, or until ctx ends.

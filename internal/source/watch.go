@@ -16,7 +16,6 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
 // watch follows the resource from rv with client-go's RetryWatcher, which re-opens the
@@ -50,6 +49,12 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 		}
 		switch ev.Type {
 		case watch.Error:
+			if f := w.takeFault(); f != nil {
+				return rv, f
+			}
+			if b := w.takeBehind(); b != nil {
+				return rv, b
+			}
 			err := apierrors.FromObject(ev.Object)
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				return rv, errGone
@@ -60,7 +65,7 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 			if o.bookmark {
 				next, err := change.ParseRV(o.rv)
 				if err != nil {
-					return rv, retry.Terminal(fmt.Errorf("resource %s: bookmark: %w", res.ID(), err))
+					return rv, fault(res, ReasonInvalidRV, fmt.Errorf("resource %s: bookmark: %w", res.ID(), err))
 				}
 				rv = next
 				w.healthy()
@@ -103,11 +108,35 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 // watch the server ends cleanly (its timeout, a quiet resource with no bookmark) is no
 // failure: it is re-opened at once (client-go's RetryWatcher paces re-opens to one a
 // second), so a quiet resource's re-opens do not back off ever longer.
+//
+// A watch request the server answers "not served" (404, 405: the CRD was deleted) would
+// be retried by the RetryWatcher forever, unseen; the watcher keeps it as a Fault and
+// ends the RetryWatcher with an error event, on which the stream returns the Fault.
 type watcher struct {
 	s        *Stream
 	mu       sync.Mutex
-	opened   bool // a watch was opened before: each later one is a restart
-	failures int  // failed attempts (refused requests, error events) since the last event
+	opened   bool  // a watch was opened before: each later one is a restart
+	failures int   // failed attempts (refused requests, error events) since the last event
+	fault    error // a Fault the last watch request was answered with, until taken
+	behind   error // an *errBehind found before the last watch request, until taken
+}
+
+// takeBehind returns the *errBehind found before a watch request, if any, and forgets it.
+func (w *watcher) takeBehind() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.behind
+	w.behind = nil
+	return b
+}
+
+// takeFault returns the Fault a watch request was answered with, if any, and forgets it.
+func (w *watcher) takeFault() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := w.fault
+	w.fault = nil
+	return f
 }
 
 func (w *watcher) healthy() {
@@ -133,6 +162,20 @@ func (w *watcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions)
 	if n > 0 {
 		w.s.sleep(ctx, w.s.Backoff.Delay(n-1))
 	}
+	// A watch from an RV the server has not reached waits silently for it (and then
+	// delivers other changes under RVs the stream already holds): before every watch,
+	// including the RetryWatcher's re-opens after a lost connection (an apiserver
+	// restarted on a restored etcd), ask the server where it is. When the LIST fails,
+	// the watch will too, and says why.
+	if from, err := change.ParseRV(opts.ResourceVersion); err == nil {
+		var b *errBehind
+		if err := w.s.behind(ctx, from); errors.As(err, &b) {
+			w.mu.Lock()
+			w.behind = b
+			w.mu.Unlock()
+			return errorEvent(b), nil // the RetryWatcher passes a 410 event on and stops
+		}
+	}
 	t := w.s.Target
 	timeout := w.s.watchTimeoutSeconds()
 	req := w.s.Clients.watch.Get().AbsPath(collectionPath(t.Resource, w.s.namespace())).
@@ -148,16 +191,21 @@ func (w *watcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions)
 	}
 	wi, err := req.Watch(ctx)
 	if err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			st := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
-			ch := make(chan watch.Event, 1)
-			ch <- watch.Event{Type: watch.Error, Object: &st}
-			close(ch)
-			return watch.NewProxyWatcher(ch), nil
+		switch {
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			return errorEvent(err), nil
+		case notServed(err):
+			w.mu.Lock()
+			w.fault = classify(t.Resource, "watch", err)
+			w.mu.Unlock()
+			// The RetryWatcher passes on (and stops at) only a 410 error event; the stream
+			// takes the Fault before it looks at the event.
+			return errorEvent(err), nil
 		}
 		w.failed()
 		return nil, err
 	}
+	w.s.accept()
 	return watch.Filter(wi, func(ev watch.Event) (watch.Event, bool) {
 		switch ev.Type {
 		case watch.Error:
@@ -169,6 +217,16 @@ func (w *watcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions)
 		}
 		return ev, true
 	}), nil
+}
+
+// errorEvent is a watch that delivers one 410 error event, with err's message, and
+// ends: what the RetryWatcher passes on to the stream rather than retrying.
+func errorEvent(err error) watch.Interface {
+	st := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
+	ch := make(chan watch.Event, 1)
+	ch <- watch.Event{Type: watch.Error, Object: &st}
+	close(ch)
+	return watch.NewProxyWatcher(ch)
 }
 
 // watchTimeoutSeconds is WatchTimeout in whole seconds (at least 1), or by default 5–10

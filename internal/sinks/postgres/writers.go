@@ -30,10 +30,13 @@ import (
 //
 //   - A process that finds the lock taken (and still taken writerGrace later) refuses to
 //     start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
-//     connected since). With --wait (and always under leader election, which fences by
-//     itself and whose new leader must not fail on the old leader's lingering session) it
-//     logs the holder once and waits (pg_advisory_lock, woken every writerWarnEvery by
-//     lock_timeout), listed in pg_locks as a waiter, until the holder stops.
+//     connected since). With --wait (ClaimOrWait) it logs the holder once and waits
+//     (pg_advisory_lock, woken every writerWarnEvery by lock_timeout), listed in pg_locks
+//     as a waiter, until the holder stops.
+//   - Under leader election (ClaimFenced) the lease already fences, and a new leader must
+//     not stop at the lock of an old leader whose session lingers (a frozen process keeps
+//     its connection, and its lock, alive): it writes at once and takes the lock in the
+//     background when it comes free.
 //   - The holder looks for waiters every writerCheckEvery and sets the ConcurrentWriters
 //     gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
 //   - A session lock dies with its connection: a crashed holder's lock is released when
@@ -192,20 +195,37 @@ type writerLock struct {
 	done   chan struct{}
 	lost   atomic.Pointer[error] // set when another process took the lock from this one
 
+	policy ClaimPolicy
+
 	// Owned by the hold goroutine.
 	others int // other writers at the last look; -1 before the first
 }
 
+// ClaimPolicy says what ClaimWriter does when another process holds the writer lock.
+type ClaimPolicy int
+
+const (
+	// ClaimOrRefuse refuses to write (ErrWriterLockHeld) once writerGrace has passed.
+	ClaimOrRefuse ClaimPolicy = iota
+	// ClaimOrWait waits for the holder to let go (`kube-cdc run --wait`).
+	ClaimOrWait
+	// ClaimFenced writes at once and takes the lock in the background when it comes free:
+	// leader election fences writers already.
+	ClaimFenced
+)
+
 // ErrWriterLockHeld is the error ClaimWriter returns (wrapped, terminal) when another
-// process holds the sink's writer lock and wait is false.
+// process holds the sink's writer lock under ClaimOrRefuse.
 var ErrWriterLockHeld = errors.New("another kube-cdc process writes this sink")
 
 // ClaimWriter takes the sink's writer lock before it writes anything (see writerLock) and
 // holds it in the background until Close. When another process holds it, ClaimWriter
-// returns a terminal error wrapping ErrWriterLockHeld that names the holder, or, with wait,
-// logs the holder once and waits until the lock is free or ctx ends. Only a sink that
-// streams claims it — `kube-cdc status` does not. Calling it again does nothing.
-func (s *Sink) ClaimWriter(ctx context.Context, wait bool) error {
+// does as policy says: it returns a terminal error wrapping ErrWriterLockHeld that names
+// the holder (ClaimOrRefuse), logs the holder once and waits until the lock is free or
+// ctx ends (ClaimOrWait), or returns at once and waits in the background (ClaimFenced).
+// Only a sink that streams claims it — `kube-cdc status` does not. Calling it again does
+// nothing.
+func (s *Sink) ClaimWriter(ctx context.Context, policy ClaimPolicy) error {
 	var err error
 	s.writers.once.Do(func() {
 		cfg := s.pool.Config().ConnConfig.Copy()
@@ -222,13 +242,27 @@ func (s *Sink) ClaimWriter(ctx context.Context, wait bool) error {
 		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 2 * time.Second}
 		}
-		l := &writerLock{s: s, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg, others: -1}
-		var conn *pgx.Conn
-		conn, err = l.acquire(ctx, wait)
-		if err != nil {
+		l := &writerLock{s: s, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg, others: -1, policy: policy}
+		hctx, cancel := context.WithCancel(context.Background())
+		if policy == ClaimFenced {
+			l.cancel, l.done = cancel, make(chan struct{})
+			s.writers.lock = l
+			go func() {
+				conn, err := l.acquire(hctx)
+				if err != nil {
+					close(l.done)
+					return
+				}
+				l.hold(hctx, conn)
+			}()
 			return
 		}
-		hctx, cancel := context.WithCancel(context.Background())
+		var conn *pgx.Conn
+		conn, err = l.acquire(ctx)
+		if err != nil {
+			cancel()
+			return
+		}
 		l.cancel, l.done = cancel, make(chan struct{})
 		s.writers.lock = l
 		go l.hold(hctx, conn)
@@ -248,12 +282,12 @@ func (w *writers) lostErr() error {
 }
 
 // acquire connects (retrying a failed connection with backoff) and takes the lock: at
-// once, or, with wait, once the holder lets go.
-func (l *writerLock) acquire(ctx context.Context, wait bool) (*pgx.Conn, error) {
+// once, or, as the policy says, once the holder lets go.
+func (l *writerLock) acquire(ctx context.Context) (*pgx.Conn, error) {
 	for attempt := 0; ; attempt++ {
 		conn, err := l.connect(ctx)
 		if err == nil {
-			if err = l.take(ctx, conn, wait); err == nil {
+			if err = l.take(ctx, conn, l.policy); err == nil {
 				return conn, nil
 			}
 			l.close(conn)
@@ -291,9 +325,10 @@ func (l *writerLock) close(conn *pgx.Conn) {
 	_ = conn.Close(ctx)
 }
 
-// take takes the lock on conn: without wait, only when it is free; with wait, waiting
-// for it, logging the holder once and again whenever another process holds it.
-func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, wait bool) error {
+// take takes the lock on conn: under ClaimOrRefuse only when it is free (within
+// writerGrace); else waiting for it, logging the holder once and again whenever another
+// process holds it.
+func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, policy ClaimPolicy) error {
 	var logged string
 	for {
 		var got bool
@@ -312,7 +347,7 @@ func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, wait bool) error 
 		}
 		l.gauge(len(others))
 		holder := holderOf(others)
-		if !wait {
+		if policy == ClaimOrRefuse {
 			// The holder may be a process that has just died, its session not yet ended
 			// (a kill -9 and an immediate restart): give it writerGrace to go.
 			got, err := l.lockWithin(ctx, conn, writerGrace)
@@ -329,8 +364,12 @@ func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, wait bool) error 
 		}
 		if holder != logged {
 			logged = holder
-			l.s.log.Info("another kube-cdc process writes this sink; waiting for its writer lock (--wait)",
-				"sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema, "holder", holder)
+			msg := "another kube-cdc process writes this sink; waiting for its writer lock (--wait)"
+			if policy == ClaimFenced {
+				msg = "another session holds this sink's writer lock (a previous leader's, until PostgreSQL ends it); " +
+					"leader election fences writers, so this leader writes and takes the lock when it comes free"
+			}
+			l.s.log.Info(msg, "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema, "holder", holder)
 		}
 		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
 		var pgErr *pgconn.PgError
@@ -412,7 +451,13 @@ func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 			if conn, err = l.connect(ctx); err != nil {
 				continue
 			}
-			if err = l.take(ctx, conn, false); err != nil {
+			// Under leader election another writer is fenced by the lease: wait for the
+			// lock again. Otherwise one that took the lock meanwhile ends this one.
+			again := ClaimOrRefuse
+			if l.policy == ClaimFenced {
+				again = ClaimFenced
+			}
+			if err = l.take(ctx, conn, again); err != nil {
 				l.close(conn)
 				conn = nil
 				if errors.Is(err, ErrWriterLockHeld) {

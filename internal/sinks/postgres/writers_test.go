@@ -88,7 +88,7 @@ func openWriter(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGau
 func writer(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) {
 	t.Helper()
 	s, l, g := openWriter(t, dsn, name)
-	if err := s.ClaimWriter(testCtx(t), false); err != nil {
+	if err := s.ClaimWriter(testCtx(t), ClaimOrRefuse); err != nil {
 		t.Fatal(err)
 	}
 	return s, l, g
@@ -114,7 +114,7 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 	writer(t, dsn, "archive")
 
 	b, _, _ := openWriter(t, dsn, "warehouse")
-	err := b.ClaimWriter(testCtx(t), false)
+	err := b.ClaimWriter(testCtx(t), ClaimOrRefuse)
 	if !errors.Is(err, ErrWriterLockHeld) || !retry.IsTerminal(err) {
 		t.Fatalf("the second writer's claim: %v, want a terminal ErrWriterLockHeld", err)
 	}
@@ -145,7 +145,7 @@ func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T
 	a, _, _ := writer(t, dsn, "warehouse")
 	b, _, _ := openWriter(t, dsn, "warehouse")
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(testCtx(t), false) }()
+	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrRefuse) }()
 	eventually(t, 10*time.Second, "the second claim waiting in pg_locks", func() bool {
 		ws, err := a.Writers(testCtx(t))
 		return err == nil && len(ws) == 2
@@ -168,7 +168,7 @@ func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
 
 	b, bLog, bGauge := openWriter(t, dsn, "warehouse")
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(testCtx(t), true) }()
+	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrWait) }()
 	eventually(t, 10*time.Second, "the waiter names the holder", func() bool {
 		return bLog.count(`"holder":"`+applicationName()+` (backend pid`) == 1
 	})
@@ -212,7 +212,7 @@ func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 	b, _, _ := openWriter(t, dsn, "warehouse")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(ctx, true) }()
+	go func() { claimed <- b.ClaimWriter(ctx, ClaimOrWait) }()
 	eventually(t, 10*time.Second, "a waiter in pg_locks", func() bool {
 		ws, err := b.Writers(testCtx(t))
 		return err == nil && len(ws) == 2
@@ -285,4 +285,31 @@ func TestWritersApplicationNameKeepsThePidWithinPostgreSQLsLimit(t *testing.T) {
 	if len(n) > 63 || !strings.HasPrefix(n, "kube-cdc/") || !strings.HasSuffix(n, fmt.Sprintf("/%d", os.Getpid())) {
 		t.Errorf("applicationName() = %q", n)
 	}
+}
+
+// Under leader election the lease fences writers, and a frozen old leader keeps its
+// session (and the lock) alive: the new leader must write at once, and take the lock in
+// the background once the old session ends.
+func TestWritersAFencedClaimWritesAtOnceAndTakesTheLockWhenItComesFree(t *testing.T) {
+	writersTiming(t, 100*time.Millisecond, time.Minute)
+	dsn := pg.NewDatabase(t)
+	a, _, _ := writer(t, dsn, "warehouse")
+	b, bLog, _ := openWriter(t, dsn, "warehouse")
+	if err := b.ClaimWriter(testCtx(t), ClaimFenced); err != nil {
+		t.Fatalf("a fenced claim beside a holder: %v, want nil at once", err)
+	}
+	write(t, b, batch(5, cm("a", "u-a", 5, change.OpCreate)))
+	eventually(t, 10*time.Second, "the fenced writer names the holder", func() bool {
+		return bLog.count("leader election fences writers") == 1
+	})
+	a.Close()
+	obs, err := New(testCtx(t), "warehouse", cluster, Options{DSN: dsn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	eventually(t, 10*time.Second, "the fenced writer holds the lock", func() bool {
+		ws, err := obs.Writers(testCtx(t))
+		return err == nil && len(ws) == 1 && ws[0].Holds
+	})
 }
