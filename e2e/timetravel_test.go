@@ -214,3 +214,9 @@ func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
 		t.Errorf("%d of the old cluster's 2 vanished objects tombstoned, want 2", n)
 	}
 }
+
+// probeLists counts the one-object LISTs a daemon made before its watches to find a server
+// behind its checkpoint (time travel): LIST requests that are no relist.
+func probeLists(log string) float64 {
+	return float64(len(writersLines(log, "asked the server for its resource version before watching")))
+}

@@ -15,8 +15,8 @@ import (
 
 // checkRBAC is the row of one configured resource: run LISTs and then WATCHes it, so both
 // verbs are asked for (SelfSubjectAccessReview), where run asks: in its namespace for a
-// scope of one namespace, cluster-wide for several (source.Stream reads them through one
-// cluster-wide watch) or none. A user who may list but not watch passes the LIST, writes
+// target of one namespace (source.Resolve gives each configured namespace its own), else
+// cluster-wide. A user who may list but not watch passes the LIST, writes
 // the whole snapshot and only then fails, so check must name the verb that is missing.
 func checkRBAC(ctx context.Context, cs kubernetes.Interface, tg source.Target) (string, error) {
 	ns, where := "", "cluster-wide"

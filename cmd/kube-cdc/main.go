@@ -1,6 +1,6 @@
 // Command kube-cdc streams the state of a Kubernetes cluster into PostgreSQL, Kafka or
-// stdout: `run`, `migrate`, `check`, `status`, `version` (docs/contract.md, "CLI and configuration"). This package only
-// wires the internal packages together.
+// stdout: `run`, `migrate`, `check`, `status`, `history`, `version` (docs/contract.md,
+// "CLI and configuration"). This package only wires the internal packages together.
 package main
 
 import (

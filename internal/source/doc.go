@@ -21,8 +21,13 @@
 //     failures, waited on the stream's Clock;
 //   - 410 Gone / "too old resource version" is never retried: the stream relists
 //     (relist.go), also when a LIST's continue token expires mid-relist;
-//   - Forbidden, Unauthorized and NotFound are terminal for the resource and returned,
-//     marked with retry.Terminal, so the daemon reports them plainly.
+//   - before every watch the server is asked for its current RV (travel.go); below the
+//     RV the watch would start from, the cluster went back in time (an etcd restore) and
+//     the stream relists rather than wait on a watch from the future;
+//   - Forbidden, Unauthorized, not served (a CRD deleted or not yet created, a 404/405 on
+//     the watch) and a non-integer RV end the stream with a Fault (errors.go), marked
+//     retry.Terminal: the pipeline degrades that resource alone and starts it again
+//     later with backoff; the other resources stream on.
 //
 // This is the only package that imports client-go.
 package source

@@ -148,8 +148,9 @@ func (s *Stream) observe(f func(Observer)) {
 }
 
 // namespace is the namespace to LIST and WATCH through: one configured namespace is
-// listed through its namespaced path (so namespaced RBAC suffices); several are read
-// cluster-wide and filtered here, so that one resource version orders them all.
+// listed through its namespaced path (so namespaced RBAC suffices). Resolve gives every
+// configured namespace a target of its own; a Target built by hand with several is read
+// cluster-wide and filtered here.
 func (s *Stream) namespace() string {
 	if len(s.Target.Namespaces) == 1 {
 		return s.Target.Namespaces[0]

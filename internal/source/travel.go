@@ -26,6 +26,10 @@ func (e *errBehind) Error() string {
 		e.res.ID(), e.current, e.from)
 }
 
+// probeLine is logged (debug) for every probe: a LIST of at most one object that is no
+// relist, for whoever counts the apiserver's LIST requests.
+const probeLine = "asked the server for its resource version before watching"
+
 // behind asks the server for its current resource version (a LIST of at most one object,
 // read consistently) and returns an *errBehind when it is below from; nil when it is not,
 // and the LIST's error when the server could not answer (the watch then finds out).
@@ -46,6 +50,9 @@ func (s *Stream) behind(ctx context.Context, from change.RV) error {
 		return err
 	}
 	current, err := change.ParseRV(gjson.GetBytes(body, "metadata.resourceVersion").Str)
+	if s.Log != nil {
+		s.Log.Debug(probeLine, "resource", res.ID(), "from", from.String(), "current", current.String())
+	}
 	if err != nil || current >= from {
 		return nil // a malformed RV is the watch's and the relist's to report
 	}
