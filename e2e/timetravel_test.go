@@ -105,15 +105,21 @@ func createNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
 // travelled checks what the time travel left behind: the log line at warn with both
 // RVs, the epochs row, the checkpoint's epoch, and that every change written after the
 // travel is in changes in the new epoch.
-func travelled(t *testing.T, d *daemon, dsn, ns string, after []*corev1.ConfigMap) {
+func travelled(t *testing.T, d *daemon, dsn, ns string, after []*corev1.ConfigMap, reason string) {
 	t.Helper()
-	if len(writersLines(d.log(), "the server is behind this stream's resource version")) == 0 {
+	if reason == "list-below-checkpoint" && len(writersLines(d.log(), "the server is behind this stream's resource version")) == 0 {
 		t.Errorf("no line says the server was found behind the checkpoint before a watch:\n%s", d.log())
+	}
+	reasonOK := func(line string) bool {
+		if reason == "" { // either finds it first
+			return strings.Contains(line, "reason=list-below-checkpoint") || strings.Contains(line, "reason=object-went-back")
+		}
+		return strings.Contains(line, "reason="+reason)
 	}
 	lines := writersLines(d.log(), "time travel: the cluster is behind what the sink holds")
 	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "checkpoint=") ||
-		!strings.Contains(lines[0], "list_resource_version=") || !strings.Contains(lines[0], "epoch=1") {
-		t.Errorf("time travel lines, want one warning with both RVs and epoch 1:\n%s", strings.Join(lines, "\n"))
+		!strings.Contains(lines[0], "list_resource_version=") || !strings.Contains(lines[0], "epoch=1") || !reasonOK(lines[0]) {
+		t.Errorf("time travel lines, want one warning with both RVs, epoch 1 and reason %s:\n%s", reason, strings.Join(lines, "\n"))
 	}
 	conn := connect(t, dsn)
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.epochs WHERE resource = 'configmaps' AND epoch = 1`); n != 1 {
@@ -173,7 +179,9 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 	waitConverged(t, cs, dsn, ns, d)
 	after = append(after, setData(t, cs, ns, "kept", "4"))
 	waitConverged(t, cs, dsn, ns, d)
-	travelled(t, d, dsn, ns, after)
+	// The newest object the sink holds, seen again at its restored RV, or the probe
+	// before the watch, finds it first.
+	travelled(t, d, dsn, ns, after, "")
 	conn := connect(t, dsn)
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'lost'
 		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns); n != 1 {
@@ -182,6 +190,52 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
+}
+
+// The restored cluster has written past the checkpoint before kube-cdc starts again: no
+// probe finds the server behind, and a watch from the checkpoint would miss the changes
+// the restored cluster made below it and leave the lost versions in the sink. The newest
+// version the sink holds, seen again at a lower RV under the same uid, reveals it.
+func TestAfterAnEtcdRestoreWhoseRVsPassedTheCheckpointTheNewestHeldObjectRevealsIt(t *testing.T) {
+	k := testenv.NewKube(t, testenv.KubeOptions{})
+	cs := k.Clientset()
+	ctx := context.Background()
+	const ns = "passed"
+	createNamespace(t, cs, ns)
+	setData(t, cs, ns, "restored", "1")
+	dsn := pg.NewDatabase(t)
+	cfg := travelConfig(t, k, dsn, ns)
+	d := start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+
+	backup, err := k.BackupEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setData(t, cs, ns, "restored", "2-lost")
+	waitConverged(t, cs, dsn, ns, d)
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	var checkpoint int64
+	if err := connect(t, dsn).QueryRow(ctx, `SELECT resource_version FROM kube_cdc.checkpoints`).Scan(&checkpoint); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := k.RestoreEtcd(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	var after []*corev1.ConfigMap // the latest version only: kube-cdc is down, a relist sees no other
+	for i := 0; ; i++ {           // past the checkpoint
+		c := setData(t, cs, ns, "busy", fmt.Sprint(i))
+		after = []*corev1.ConfigMap{c}
+		if rvInt(c.ResourceVersion) > checkpoint {
+			break
+		}
+	}
+	d = start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+	travelled(t, d, dsn, ns, after, "object-went-back")
 }
 
 func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
@@ -208,7 +262,7 @@ func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
 	after := []*corev1.ConfigMap{setData(t, cs, ns, "old-1", "new"), setData(t, cs, ns, "fresh", "new")}
 	d = start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
-	travelled(t, d, dsn, ns, after)
+	travelled(t, d, dsn, ns, after, "list-below-checkpoint")
 	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name IN ('old-0', 'old-2')
 		AND deleted_at IS NOT NULL AND delete_inferred`, ns); n != 2 {
 		t.Errorf("%d of the old cluster's 2 vanished objects tombstoned, want 2", n)
@@ -218,5 +272,6 @@ func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
 // probeLists counts the one-object LISTs a daemon made before its watches to find a server
 // behind its checkpoint (time travel): LIST requests that are no relist.
 func probeLists(log string) float64 {
-	return float64(len(writersLines(log, "asked the server for its resource version before watching")))
+	return float64(len(writersLines(log, "asked the server for its resource version before watching")) +
+		len(writersLines(log, "asked the server for the newest object the sink holds")))
 }

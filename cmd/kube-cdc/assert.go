@@ -12,10 +12,11 @@ import (
 // pipeline.Streamer. They live here, where the pieces meet, so that no sink imports the
 // pipeline and the pipeline imports no source.
 var (
-	_ pipeline.Sink        = (*postgres.Sink)(nil)
-	_ pipeline.ScopeKeeper = (*postgres.Sink)(nil)
-	_ pipeline.EpochKeeper = (*postgres.Sink)(nil)
-	_ pipeline.Sink        = (*kafka.Sink)(nil)
-	_ pipeline.Sink        = (*stdout.Sink)(nil)
-	_ pipeline.Streamer    = (*source.Stream)(nil)
+	_ pipeline.Sink         = (*postgres.Sink)(nil)
+	_ pipeline.ScopeKeeper  = (*postgres.Sink)(nil)
+	_ pipeline.EpochKeeper  = (*postgres.Sink)(nil)
+	_ pipeline.NewestKeeper = (*postgres.Sink)(nil)
+	_ pipeline.Sink         = (*kafka.Sink)(nil)
+	_ pipeline.Sink         = (*stdout.Sink)(nil)
+	_ pipeline.Streamer     = (*source.Stream)(nil)
 )

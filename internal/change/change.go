@@ -146,6 +146,14 @@ type TimeTravel struct {
 	At         time.Time // when it was found
 }
 
+// Held is one version a sink holds, live or tombstoned (pipeline.NewestKeeper).
+type Held struct {
+	Key Key
+	Entry
+	Deleted  bool // a tombstone: the version is the delete's
+	Inferred bool // the tombstone's delete was inferred, not observed
+}
+
 // Reasons of time travels (TimeTravel.Reason).
 const (
 	// TravelListBelowCheckpoint: a LIST's RV is below the sink's checkpoint; the cluster

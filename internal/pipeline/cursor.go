@@ -53,6 +53,9 @@ type cursor struct {
 	relistFrom  change.RV
 	travelled   bool
 	travel      *change.TimeTravel
+	// travelAtRelist is a time travel found before the stream started (heldAhead): the
+	// cursor starts from checkpoint 0, and its relist starts the new epoch at once.
+	travelAtRelist *change.TimeTravel
 
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
@@ -162,7 +165,14 @@ func (c *cursor) handle(ev change.Event) error {
 			return err
 		}
 		c.relistFrom, c.travelled = c.committed, false
-		return c.loadIndex()
+		if err := c.loadIndex(); err != nil {
+			return err
+		}
+		if tt := c.travelAtRelist; tt != nil {
+			c.travelAtRelist = nil
+			c.timeTravel(*tt)
+		}
+		return nil
 	case change.Listed:
 		if c.index != nil && ev.Change.ListRV > 0 && ev.Change.ListRV < c.relistFrom {
 			c.timeTravel(change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: ev.Change.ListRV})
@@ -203,7 +213,10 @@ func (c *cursor) timeTravel(tt change.TimeTravel) {
 	}
 	c.travelled = true
 	c.epoch++
-	tt.Epoch, tt.Checkpoint, tt.At = c.epoch, c.relistFrom, c.p.opts.Clock.Now()
+	if tt.Checkpoint == 0 {
+		tt.Checkpoint = c.relistFrom
+	}
+	tt.Epoch, tt.At = c.epoch, c.p.opts.Clock.Now()
 	c.travel = &tt
 	c.pending = 0
 	for i := range c.batch { // not written yet: this relist's, after its RelistBegin flush

@@ -51,6 +51,10 @@ type Target struct {
 	// pipeline. Its answer replaces Resource (same group, resource and scope). Nil:
 	// Resource is what the server serves.
 	Resolve func(ctx context.Context) (change.Resource, error)
+	// Current reads the object under a key as the cluster has it now (uid and RV), and
+	// whether there is one. With a sink's NewestKeeper it finds, at start, a cluster
+	// restored behind the newest version the sink holds (heldAhead). Nil: not checked.
+	Current func(ctx context.Context, k change.Key) (change.Entry, bool, error)
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -355,8 +359,15 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 				return err
 			}
 		}
+		var travel *change.TimeTravel
+		if ck > 0 {
+			if travel = p.heldAhead(ctx, s, t); travel != nil {
+				travel.Checkpoint, ck = ck, 0 // relist, in a new epoch
+			}
+		}
 		c := newCursor(p, s, t, ck, writeCtx)
 		c.forget = forget
+		c.travelAtRelist = travel
 		cursors[i] = c
 		subs[i] = &subscriber{c: c, q: make(chan change.Event, p.opts.Buffer)}
 		if i == 0 || ck < from {

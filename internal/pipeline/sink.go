@@ -60,3 +60,10 @@ type EpochKeeper interface {
 type TimeTravelObserver interface {
 	TimeTravel(sink, resource, reason string)
 }
+
+// NewestKeeper is an optional Sink ability: the versions of a resource it holds with the
+// highest (epoch, RV), live or tombstoned, newest first, at most n. With Target.Current,
+// the pipeline checks at start that the cluster has not gone back behind them.
+type NewestKeeper interface {
+	Newest(ctx context.Context, res change.Resource, n int) ([]change.Held, error)
+}

@@ -60,6 +60,15 @@ func (r *Resolution) Lookup(i int) func(context.Context, map[change.Key]change.E
 	}
 }
 
+// Current is target i's pipeline.Target.Current: Scopes.Current of its resource as
+// resolved at the time of the call.
+func (r *Resolution) Current(i int) func(context.Context, change.Key) (change.Entry, bool, error) {
+	return func(ctx context.Context, k change.Key) (change.Entry, bool, error) {
+		_, s := r.Target(i)
+		return s.Current(ctx, k)
+	}
+}
+
 // Resolve is target i's pipeline.Target.Resolve: its resource as the server serves it
 // now. The first call answers with the resolution made at start, unless the target
 // waits; every later call (the pipeline asks again only after the target's stream

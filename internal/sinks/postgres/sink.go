@@ -144,6 +144,26 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 	return int(epoch), nil
 }
 
+// Newest (pipeline.NewestKeeper): the n rows of (cluster, resource) with the highest
+// (epoch, RV), live or tombstoned, newest first.
+func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change.Held, error) {
+	rows, err := s.pool.Query(ctx, s.sql.newest, s.cluster, res.Group, res.Resource, n)
+	if err != nil {
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (change.Held, error) {
+		var h change.Held
+		var epoch int32
+		err := row.Scan(&h.Key.Namespace, &h.Key.Name, &h.UID, &h.RV, &epoch, &h.Deleted, &h.Inferred)
+		h.Epoch = int(epoch)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
+	}
+	return out, nil
+}
+
 // KeyIndex (pipeline.Sink): every live row of (cluster, group, resource). Rows are
 // not kept per scope, so the index covers every scope of the resource.
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {

@@ -48,7 +48,7 @@ const latestPerKey = `(SELECT * FROM pg_temp.kube_cdc_stage
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
-	quarantine, resolve, revive, epoch, saveEpoch                                                     string
+	quarantine, resolve, revive, epoch, saveEpoch, newest                                             string
 	scopes, forgetScopes                                                                              string
 }
 
@@ -60,6 +60,11 @@ func newStatements(schema string) statements {
 
 		checkpoint: fmt.Sprintf(`SELECT resource_version FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
+		// $1 cluster, $2 group, $3 resource, $4 limit. A top-N sort of the resource's rows,
+		// once per resource and start: no index on the RV (it would cost every update).
+		newest: fmt.Sprintf(`SELECT namespace, name, uid, resource_version, epoch, deleted_at IS NOT NULL, delete_inferred
+			FROM %s.objects WHERE cluster = $1 AND api_group = $2 AND resource = $3
+			ORDER BY epoch DESC, resource_version DESC LIMIT $4`, s),
 		epoch: fmt.Sprintf(`SELECT epoch FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
 
