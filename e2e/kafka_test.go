@@ -87,6 +87,8 @@ type envelope struct {
 		ResourceVersion string `json:"resourceVersion"`
 		Snapshot        bool   `json:"snapshot"`
 		Inferred        bool   `json:"inferred"`
+		Reason          string `json:"reason"`
+		Epoch           int    `json:"epoch"`
 		ChangedBy       string `json:"changedBy"`
 	} `json:"source"`
 }

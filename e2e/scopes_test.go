@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -116,4 +118,71 @@ func TestScopesOfOneResourceTombstoneOnlyWhatLeftEveryScope(t *testing.T) {
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.changes WHERE op = 'delete' AND NOT (inferred AND reason = 'out-of-scope')`); n != 0 {
 		t.Errorf("%d deletes other than out-of-scope tombstones, want none", n)
 	}
+}
+
+// The same through the Kafka sink and its file checkpoint store: a namespace removed from
+// the configuration has its objects deleted in the topic (an inferred `d` with
+// source.reason out-of-scope, then the tombstone) and its checkpoint forgotten, so
+// configuring it again snapshots it afresh.
+func TestKafkaANamespaceRemovedFromTheConfigurationIsTombstonedOutOfScopeAndForgotten(t *testing.T) {
+	nsA, nsB := namespace(t, "ka"), namespace(t, "kb")
+	k := testenv.NewKafka(t)
+	a, b := configMaps(t, nsA), configMaps(t, nsB)
+	a.create("a1", "0")
+	b.create("b1", "0")
+	state := filepath.Join(t.TempDir(), "state.db")
+	cfg := func(namespaces string) string {
+		return kafkaCfg{brokers: k.Addr(), ns: namespaces, checkpoint: fileCheckpoint(state)}.write(t)
+	}
+	both := cfg(nsA + ", " + nsB)
+	d := start(t, "run", "-c", both)
+	waitFor(t, k, kafkaTopic, 60*time.Second, snapshotOf(listedConfigMaps(t, nsA, nsB)))
+	stopOK(t, d)
+
+	d = start(t, "run", "-c", cfg(nsA))
+	b1 := nsB + "/b1"
+	var gone record
+	eventually(t, 60*time.Second, func() error {
+		recs, err := readRecords(k, kafkaTopic)
+		if err != nil {
+			return err
+		}
+		for i, r := range recs {
+			if r.key == b1 && r.op == "d" && !r.tombstone() {
+				if i+1 >= len(recs) || !recs[i+1].tombstone() || recs[i+1].key != b1 {
+					return fmt.Errorf("the out-of-scope delete of %s is not followed by its tombstone", b1)
+				}
+				gone = r
+				return nil
+			}
+		}
+		return fmt.Errorf("no delete of %s yet", b1)
+	})
+	if !gone.env.Source.Inferred || gone.env.Source.Reason != "out-of-scope" {
+		t.Errorf("the delete of %s: inferred %v, reason %q; want an inferred delete, reason out-of-scope",
+			b1, gone.env.Source.Inferred, gone.env.Source.Reason)
+	}
+	for _, r := range mustRead(t, k, kafkaTopic) {
+		if r.key == nsA+"/a1" && r.op == "d" {
+			t.Errorf("the configured namespace's object was deleted: %s", r)
+		}
+	}
+	stopOK(t, d)
+
+	// Configured again, the namespace is snapshotted afresh: its checkpoint was forgotten.
+	d = start(t, "run", "-c", both)
+	eventually(t, 60*time.Second, func() error {
+		recs, err := readRecords(k, kafkaTopic)
+		if err != nil {
+			return err
+		}
+		last := recs[len(recs)-1]
+		for _, r := range recs {
+			if r.key == b1 && r.op == "r" && r.m.Offset > gone.m.Offset && r.m.Partition == gone.m.Partition {
+				return nil
+			}
+		}
+		return fmt.Errorf("no snapshot of %s after its delete yet (last record %s)", b1, last)
+	})
+	stopOK(t, d)
 }

@@ -157,7 +157,7 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 	// After the backup, synced: then lost by the restore. More changes are lost than the
 	// restored cluster makes before kube-cdc starts again, so its RV is still behind the
 	// checkpoint then.
-	for i := range 10 {
+	for i := range 30 {
 		setData(t, cs, ns, "restored", fmt.Sprintf("2-lost-%d", i))
 	}
 	setData(t, cs, ns, "lost", "2-lost")
@@ -244,7 +244,7 @@ func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
 	ctx := context.Background()
 	const ns = "rebuilt"
 	createNamespace(t, cs, ns)
-	for i := range 20 { // the old cluster's RVs run well past the new one's
+	for i := range 60 { // the old cluster's RVs run well past the new one's
 		setData(t, cs, ns, fmt.Sprintf("old-%d", i%3), fmt.Sprint(i))
 	}
 	dsn := pg.NewDatabase(t)

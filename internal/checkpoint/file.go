@@ -1,11 +1,14 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -104,32 +107,110 @@ func getEpoch(b *bolt.Bucket) int {
 	return 0
 }
 
-// KeyIndex calls fn for every live key of (sink, res), in key order. fn runs inside a read
-// transaction, so it must not call back into the store's Commit.
+// KeyIndex calls fn for every live key of (sink, res) in every scope of res's resource,
+// in key order: like the PostgreSQL sink's objects table, the index of a relist covers
+// the scopes no longer configured too, whose keys the sweeping relist tombstones (out of
+// scope) before ForgetScopes drops them. A key in several scopes' buckets is reported
+// once, at its newest (epoch, RV). fn runs inside a read transaction, so it must not call
+// back into the store's Commit.
 func (f *File) KeyIndex(ctx context.Context, sink string, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	err := f.db.View(func(tx *bolt.Tx) error {
-		b := resourceBucket(tx, sink, res)
-		if b == nil {
-			return nil
-		}
-		keys := b.Bucket(bucketKeys)
-		if keys == nil {
-			return nil
-		}
-		n := 0
-		return keys.ForEach(func(k, v []byte) error {
-			if n++; n%4096 == 0 && ctx.Err() != nil {
-				return ctx.Err()
+		var buckets []*bolt.Bucket
+		forEachScope(tx, sink, res, func(_ string, b *bolt.Bucket) {
+			if keys := b.Bucket(bucketKeys); keys != nil {
+				buckets = append(buckets, keys)
 			}
-			e, err := decodeEntry(v)
-			if err != nil {
-				return fmt.Errorf("key %q: %w", k, err)
-			}
-			return fn(parseKey(string(k)), e)
 		})
+		n := 0
+		each := func(keys *bolt.Bucket, fn func(k []byte, e change.Entry) error) error {
+			return keys.ForEach(func(k, v []byte) error {
+				if n++; n%4096 == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				e, err := decodeEntry(v)
+				if err != nil {
+					return fmt.Errorf("key %q: %w", k, err)
+				}
+				return fn(k, e)
+			})
+		}
+		if len(buckets) == 1 { // the usual case: stream it, no map
+			return each(buckets[0], func(k []byte, e change.Entry) error { return fn(parseKey(string(k)), e) })
+		}
+		merged := map[string]change.Entry{}
+		for _, keys := range buckets {
+			err := each(keys, func(k []byte, e change.Entry) error {
+				if old, ok := merged[string(k)]; !ok || old.Epoch < e.Epoch || old.Epoch == e.Epoch && old.RV < e.RV {
+					merged[string(k)] = e
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(merged)) {
+			if err := fn(parseKey(k), merged[k]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("read key index of %s/%s: %w", sink, res.ID(), err)
+	}
+	return nil
+}
+
+// forEachScope calls fn with the scope and bucket of every scope of res's resource that
+// sink has in tx.
+func forEachScope(tx *bolt.Tx, sink string, res change.Resource, fn func(scope string, b *bolt.Bucket)) {
+	s := tx.Bucket(bucketSinks).Bucket([]byte(sink))
+	if s == nil {
+		return
+	}
+	prefix := []byte(res.ID() + "\x00")
+	c := s.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if v == nil { // a bucket
+			fn(string(k[len(prefix):]), s.Bucket(k))
+		}
+	}
+}
+
+// Scopes (checkpoint.ScopeStore) returns the scopes of res's resource that sink has.
+func (f *File) Scopes(ctx context.Context, sink string, res change.Resource) ([]string, error) {
+	var scopes []string
+	err := f.db.View(func(tx *bolt.Tx) error {
+		forEachScope(tx, sink, res, func(scope string, _ *bolt.Bucket) { scopes = append(scopes, scope) })
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read scopes of %s/%s: %w", sink, res.ID(), err)
+	}
+	return scopes, nil
+}
+
+// ForgetScopes (checkpoint.ScopeStore) drops the checkpoint and key index of every scope
+// of res's resource that sink has and keep lacks.
+func (f *File) ForgetScopes(ctx context.Context, sink string, res change.Resource, keep []string) error {
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		var stale []string
+		forEachScope(tx, sink, res, func(scope string, _ *bolt.Bucket) {
+			if !slices.Contains(keep, scope) {
+				stale = append(stale, scope)
+			}
+		})
+		s := tx.Bucket(bucketSinks).Bucket([]byte(sink))
+		for _, scope := range stale {
+			if err := s.DeleteBucket([]byte(res.ID() + "\x00" + scope)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("forget scopes of %s/%s: %w", sink, res.ID(), err)
 	}
 	return nil
 }

@@ -75,14 +75,23 @@ func TestFileStoreCommitsCheckpointAndKeyIndexTogetherAndKeepsThemAcrossReopen(t
 	}
 	check(f, 12, want)
 
-	// Another sink and another scope of the same resource are separate.
+	// Another sink is separate; another scope of the same resource has its own
+	// checkpoint, and its relists see every scope's keys (as the PostgreSQL sink's
+	// objects table shows them), so the sweeping relist can tombstone what a removed
+	// scope left.
 	if rv, _ := f.Load(ctx, "other", configmaps); rv != 0 {
 		t.Errorf("other sink sees checkpoint %v", rv)
 	}
+	if got := keyIndex(t, f, "other", configmaps); len(got) != 0 {
+		t.Errorf("other sink sees keys %v", got)
+	}
 	scoped := configmaps
 	scoped.Scope = "abc"
-	if got := keyIndex(t, f, "s", scoped); len(got) != 0 {
-		t.Errorf("other scope sees keys %v", got)
+	if rv, _ := f.Load(ctx, "s", scoped); rv != 0 {
+		t.Errorf("other scope sees checkpoint %v", rv)
+	}
+	if got := keyIndex(t, f, "s", scoped); len(got) != len(want) {
+		t.Errorf("other scope sees keys %v, want every scope's %v", got, want)
 	}
 
 	if err := f.Commit(ctx, "s", change.Batch{Resource: configmaps, Checkpoint: 20, Changes: []change.Change{

@@ -33,3 +33,28 @@ func LoadEpoch(ctx context.Context, store Store, sink string, res change.Resourc
 	}
 	return 0, nil
 }
+
+// ScopeStore is an optional Store ability: it keeps checkpoints per scope and can say
+// which scopes of a resource it has and forget those no longer configured (see
+// pipeline.ScopeKeeper).
+type ScopeStore interface {
+	Scopes(ctx context.Context, sink string, res change.Resource) ([]string, error)
+	ForgetScopes(ctx context.Context, sink string, res change.Resource, keep []string) error
+}
+
+// Scopes is store's scopes of res's resource for sink, or none when it keeps no scopes.
+func Scopes(ctx context.Context, store Store, sink string, res change.Resource) ([]string, error) {
+	if s, ok := store.(ScopeStore); ok {
+		return s.Scopes(ctx, sink, res)
+	}
+	return nil, nil
+}
+
+// ForgetScopes has store forget sink's scopes of res's resource not in keep, when it keeps
+// scopes.
+func ForgetScopes(ctx context.Context, store Store, sink string, res change.Resource, keep []string) error {
+	if s, ok := store.(ScopeStore); ok {
+		return s.ForgetScopes(ctx, sink, res, keep)
+	}
+	return nil
+}

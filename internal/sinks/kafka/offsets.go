@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -213,6 +214,59 @@ func (k *offsetStore) Commit(ctx context.Context, sink string, b change.Batch) e
 	}
 	k.mu.Unlock()
 	return nil
+}
+
+// Scopes (checkpoint.ScopeStore) returns the scopes of res's resource sink has a
+// checkpoint of.
+func (k *offsetStore) Scopes(ctx context.Context, sink string, res change.Resource) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var scopes []string
+	for key := range k.last {
+		if b, ok := offsetKeyBodyOf(key); ok && b.Cluster == k.cluster && b.Sink == sink && b.Resource == res.ID() {
+			scopes = append(scopes, b.Scope)
+		}
+	}
+	slices.Sort(scopes)
+	return scopes, nil
+}
+
+// ForgetScopes (checkpoint.ScopeStore) writes a tombstone for the checkpoint of every
+// scope of res's resource sink has and keep lacks, so compaction drops it.
+func (k *offsetStore) ForgetScopes(ctx context.Context, sink string, res change.Resource, keep []string) error {
+	stale, err := k.Scopes(ctx, sink, res)
+	if err != nil {
+		return err
+	}
+	for _, scope := range stale {
+		if slices.Contains(keep, scope) {
+			continue
+		}
+		r := res
+		r.Scope = scope
+		key := offsetKey(k.cluster, sink, r)
+		if err := k.writer.WriteMessages(ctx, kafka.Message{Key: key, Value: nil}); err != nil {
+			err = fmt.Errorf("forget checkpoint of %s/%s scope %q in %s: %w", sink, res.ID(), scope, k.topic, err)
+			if isTerminal(err) {
+				return retry.Terminal(err)
+			}
+			return err
+		}
+		k.mu.Lock()
+		delete(k.last, string(key))
+		k.mu.Unlock()
+	}
+	return nil
+}
+
+// offsetKeyBodyOf decodes a canonical key.
+func offsetKeyBodyOf(canonical string) (offsetKeyBody, bool) {
+	var parts []json.RawMessage
+	var body offsetKeyBody
+	if json.Unmarshal([]byte(canonical), &parts) != nil || len(parts) != 2 || json.Unmarshal(parts[1], &body) != nil {
+		return body, false
+	}
+	return body, true
 }
 
 // Close closes the writer and the store's connections.

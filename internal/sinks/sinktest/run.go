@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ func Run(t *testing.T, h Harness) {
 		{"AfterAFailedWriteAndARestartWritingTheBatchAgainCompletesIt", restartAfterFailure},
 		{"ARecreatedObjectsOldUIDIsDeletedBeforeItsNewUIDIsCreatedAndTheNewUIDStaysLive", recreatedObject},
 		{"ANewEpochsVersionsReplaceHigherRVsAndItsCheckpointAndEpochSurviveARestart", newEpoch},
+		{"TheKeyIndexCoversEveryScopeAndScopesNoLongerConfiguredAreForgotten", forgottenScopes},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(newRun(t, h)) })
@@ -373,4 +375,61 @@ func newEpoch(r *run) {
 		r.t.Errorf("after a replay of the old epoch's batch: key index %v, want %v", keys(got), k)
 	}
 	r.expectCheckpoint(50, "after a replay of the old epoch's batch")
+}
+
+// forgottenScopes is a scope removed from the configuration (a namespace dropped): the
+// resource's sweeping relist reads a key index that holds that scope's keys too (and
+// tombstones them, out of scope), then has the sink forget the scope's checkpoint, so a
+// scope configured again later does not resume from a checkpoint whose changes it never
+// wrote.
+func forgottenScopes(r *run) {
+	keeper, ok := r.sink.(interface {
+		Scopes(context.Context, change.Resource) ([]string, error)
+		ForgetScopes(context.Context, change.Resource, []string) error
+	})
+	if !ok {
+		r.t.Fatalf("the sink keeps no scopes (no Scopes/ForgetScopes): a removed scope's keys and checkpoint would stay forever")
+	}
+	a, b := Resource, Resource
+	a.Scope, b.Scope = "scope-a", "scope-b"
+	ca, cb := r.f.change("a", 1, 10, change.OpCreate), r.f.change("b", 1, 11, change.OpCreate)
+	ca.Resource, cb.Resource = a, b
+	r.write(change.Batch{Resource: a, Changes: []change.Change{ca}, Checkpoint: 20})
+	r.write(change.Batch{Resource: b, Changes: []change.Change{cb}, Checkpoint: 21})
+	scopes := func(why string) []string {
+		got, err := keeper.Scopes(r.ctx(), a)
+		if err != nil {
+			r.t.Fatalf("Scopes %s: %v", why, err)
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := scopes("after both writes"); !slices.Equal(got, []string{"scope-a", "scope-b"}) {
+		r.t.Errorf("scopes %q, want both", got)
+	}
+	k := keys{}
+	err := r.sink.KeyIndex(r.ctx(), a, func(key change.Key, e change.Entry) error { k[key] = e; return nil })
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if want := want(ca, cb); !maps.Equal(k, want) {
+		r.t.Errorf("scope-a's key index %v, want every scope's keys %v", k, want)
+	}
+	if err := keeper.ForgetScopes(r.ctx(), a, []string{"scope-a"}); err != nil {
+		r.t.Fatal(err)
+	}
+	r.restart()
+	keeper = r.sink.(interface {
+		Scopes(context.Context, change.Resource) ([]string, error)
+		ForgetScopes(context.Context, change.Resource, []string) error
+	})
+	if got := scopes("after forgetting scope-b and a restart"); !slices.Equal(got, []string{"scope-a"}) {
+		r.t.Errorf("scopes %q after forgetting scope-b, want scope-a alone", got)
+	}
+	if ck, err := r.sink.Checkpoint(r.ctx(), b); err != nil || ck != 0 {
+		r.t.Errorf("scope-b's checkpoint %d (%v) after it was forgotten, want 0", ck, err)
+	}
+	if ck, err := r.sink.Checkpoint(r.ctx(), a); err != nil || ck != 20 {
+		r.t.Errorf("scope-a's checkpoint %d (%v), want 20 kept", ck, err)
+	}
 }

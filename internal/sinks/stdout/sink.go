@@ -48,6 +48,18 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 	return checkpoint.LoadEpoch(ctx, s.store, s.name, res)
 }
 
+// Scopes (pipeline.ScopeKeeper) returns the scopes of res's resource the store has a
+// checkpoint of; none when the store keeps no scopes.
+func (s *Sink) Scopes(ctx context.Context, res change.Resource) ([]string, error) {
+	return checkpoint.Scopes(ctx, s.store, s.name, res)
+}
+
+// ForgetScopes (pipeline.ScopeKeeper) has the store forget the scopes of res's resource
+// not in keep.
+func (s *Sink) ForgetScopes(ctx context.Context, res change.Resource, keep []string) error {
+	return checkpoint.ForgetScopes(ctx, s.store, s.name, res, keep)
+}
+
 // KeyIndex walks the store's key index for res.
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	return s.store.KeyIndex(ctx, s.name, res, fn)
