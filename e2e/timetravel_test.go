@@ -107,8 +107,9 @@ func createNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
 // travel is in changes in the new epoch.
 func travelled(t *testing.T, d *daemon, dsn, ns string, after []*corev1.ConfigMap, reason string) {
 	t.Helper()
-	if reason == "list-below-checkpoint" && len(writersLines(d.log(), "the server is behind this stream's resource version")) == 0 {
-		t.Errorf("no line says the server was found behind the checkpoint before a watch:\n%s", d.log())
+	if reason == "list-below-checkpoint" && len(writersLines(d.log(), "the server is behind this stream's resource version"))+
+		len(writersLines(d.log(), "time travel at start")) == 0 {
+		t.Errorf("no line says the server was found behind the checkpoint, at start or before a watch:\n%s", d.log())
 	}
 	reasonOK := func(line string) bool {
 		if reason == "" { // either finds it first
@@ -192,50 +193,71 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 	}
 }
 
-// The restored cluster has written past the checkpoint before kube-cdc starts again: no
-// probe finds the server behind, and a watch from the checkpoint would miss the changes
-// the restored cluster made below it and leave the lost versions in the sink. The newest
-// version the sink holds, seen again at a lower RV under the same uid, reveals it.
+// The restored cluster has written past the checkpoints before kube-cdc starts again: no
+// probe finds the server behind, and a watch from a checkpoint would miss the changes the
+// restored cluster made below it and leave the lost versions in the sink. The newest
+// version the sink holds of one namespace, seen again at a lower RV under the same uid,
+// reveals it; the other namespace, whose lost object simply no longer exists, shows
+// nothing by itself and relists in the new epoch because the first one did.
 func TestAfterAnEtcdRestoreWhoseRVsPassedTheCheckpointTheNewestHeldObjectRevealsIt(t *testing.T) {
 	k := testenv.NewKube(t, testenv.KubeOptions{})
 	cs := k.Clientset()
 	ctx := context.Background()
-	const ns = "passed"
+	const ns, quiet = "passed", "quiet"
 	createNamespace(t, cs, ns)
+	createNamespace(t, cs, quiet)
 	setData(t, cs, ns, "restored", "1")
+	setData(t, cs, quiet, "kept", "1")
 	dsn := pg.NewDatabase(t)
-	cfg := travelConfig(t, k, dsn, ns)
+	cfg := travelConfig(t, k, dsn, ns+", "+quiet)
 	d := start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
+	waitConverged(t, cs, dsn, quiet, d)
 
 	backup, err := k.BackupEtcd(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	setData(t, cs, ns, "restored", "2-lost")
+	setData(t, cs, quiet, "lost", "2-lost")
 	waitConverged(t, cs, dsn, ns, d)
+	waitConverged(t, cs, dsn, quiet, d)
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
 	var checkpoint int64
-	if err := connect(t, dsn).QueryRow(ctx, `SELECT resource_version FROM kube_cdc.checkpoints`).Scan(&checkpoint); err != nil {
+	if err := connect(t, dsn).QueryRow(ctx, `SELECT max(resource_version) FROM kube_cdc.checkpoints`).Scan(&checkpoint); err != nil {
 		t.Fatal(err)
 	}
 
 	if err := k.RestoreEtcd(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	var after []*corev1.ConfigMap // the latest version only: kube-cdc is down, a relist sees no other
-	for i := 0; ; i++ {           // past the checkpoint
-		c := setData(t, cs, ns, "busy", fmt.Sprint(i))
-		after = []*corev1.ConfigMap{c}
-		if rvInt(c.ResourceVersion) > checkpoint {
+	for i := 0; ; i++ { // past the checkpoints
+		if c := setData(t, cs, "default", "busy", fmt.Sprint(i)); rvInt(c.ResourceVersion) > checkpoint {
 			break
 		}
 	}
 	d = start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
-	travelled(t, d, dsn, ns, after, "object-went-back")
+	waitConverged(t, cs, dsn, quiet, d)
+	lines := writersLines(d.log(), "time travel: the cluster is behind what the sink holds")
+	var went, other int
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, "reason=object-went-back") && strings.Contains(l, "object="+ns+"/restored"):
+			went++
+		case strings.Contains(l, "reason=another-resource") && strings.Contains(l, "found_in=configmaps"):
+			other++
+		}
+	}
+	if went != 1 || other != 1 || len(lines) != 2 {
+		t.Errorf("time travel lines, want one object-went-back of %s/restored and one another-resource:\n%s", ns, strings.Join(lines, "\n"))
+	}
+	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'lost'
+		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, quiet); n != 1 {
+		t.Errorf("the quiet namespace's lost object: %d inferred tombstones in epoch 1, want 1", n)
+	}
 }
 
 func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {

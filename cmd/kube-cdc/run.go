@@ -186,7 +186,7 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Res
 		// and whether an object a relist or watch no longer shows left every scope.
 		_, scopes := resolution.Target(i)
 		out[i] = pipeline.Target{Resource: t.Resource, Owns: scopes.Owns(t), Lookup: resolution.Lookup(i), Sweeps: scopes.Sweeps(t),
-			Current: resolution.Current(i),
+			Current: resolution.Current(i), ServerRV: resolution.ServerRV(i),
 			Resolve: func(ctx context.Context) (change.Resource, error) { return resolution.Resolve(ctx, i) },
 			NewStream: func() pipeline.Streamer {
 				t, scopes := resolution.Target(i)

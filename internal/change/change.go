@@ -143,6 +143,7 @@ type TimeTravel struct {
 	ListRV     RV        // the RV of the LIST that revealed it
 	Key        Key       // TravelObjectWentBack: the object whose RV went back
 	HeldRV     RV        // TravelObjectWentBack: the RV the sink held of it
+	FoundIn    string    // the resource (ID) that showed it, when it was found at start
 	At         time.Time // when it was found
 }
 
@@ -162,6 +163,10 @@ const (
 	// TravelObjectWentBack: a LIST shows an object (same uid) at an RV below the version
 	// the sink holds; an etcd restored to a backup older than that version.
 	TravelObjectWentBack = "object-went-back"
+	// TravelAnotherResource: another resource of the sink showed the cluster gone back
+	// at start (TimeTravel.FoundIn); this one, which may not show it (quiet since the
+	// backup), relists in a new epoch too.
+	TravelAnotherResource = "another-resource"
 )
 
 // Entry is what a sink holds of one live object: the key index's value.

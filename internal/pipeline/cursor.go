@@ -226,6 +226,9 @@ func (c *cursor) timeTravel(tt change.TimeTravel) {
 	if tt.Reason == change.TravelObjectWentBack {
 		args = append(args, "object", tt.Key.String(), "held_resource_version", tt.HeldRV.String())
 	}
+	if tt.FoundIn != "" {
+		args = append(args, "found_in", tt.FoundIn)
+	}
 	c.log.Warn("time travel: the cluster is behind what the sink holds (an etcd restore, or a cluster rebuilt under the same name); "+
 		"relisting in a new epoch, whose versions replace the sink's whatever their resource versions", args...)
 	if m, ok := c.p.opts.Metrics.(TimeTravelObserver); ok {

@@ -55,6 +55,10 @@ type Target struct {
 	// whether there is one. With a sink's NewestKeeper it finds, at start, a cluster
 	// restored behind the newest version the sink holds (heldAhead). Nil: not checked.
 	Current func(ctx context.Context, k change.Key) (change.Entry, bool, error)
+	// ServerRV reads the server's current resource version as the target reads it (a
+	// LIST of at most one object). Below a sink's checkpoint, the cluster went back in
+	// time (findTravels). Nil: not checked at start.
+	ServerRV func(ctx context.Context) (change.RV, error)
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -162,6 +166,8 @@ type Pipeline struct {
 	sinks   []Sink
 	targets []Target
 	states  []*resourceState // one per target
+
+	startTravels startTravels // what findTravels found, for each target's first round
 }
 
 // New returns a pipeline; Run starts it.
@@ -191,6 +197,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.opts.Clock.AfterFunc(p.opts.FlushTimeout, cancelWrites)
 	})
 	defer stop()
+
+	// A time travel found in any resource of a sink is the cluster's: every resource of
+	// that sink relists in a new epoch (travel.go).
+	p.findTravels(ctx)
 
 	// A resource's Fault degrades that resource alone (runResource retries it); any other
 	// error of a resource stops them all.
@@ -361,7 +371,11 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 		}
 		var travel *change.TimeTravel
 		if ck > 0 {
-			if travel = p.heldAhead(ctx, s, t); travel != nil {
+			tt, checked := p.startTravels.take(st, s.Name())
+			if !checked {
+				tt = p.heldAhead(ctx, s, t)
+			}
+			if travel = tt; travel != nil {
 				travel.Checkpoint, ck = ck, 0 // relist, in a new epoch
 			}
 		}

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -44,4 +46,90 @@ func (p *Pipeline) heldAhead(ctx context.Context, s Sink, t Target) *change.Time
 		return &change.TimeTravel{Reason: change.TravelObjectWentBack, Key: h.Key, HeldRV: h.RV, ListRV: cur.RV}
 	}
 	return nil
+}
+
+// findTravelsTimeout bounds findTravels' look at one sink.
+const findTravelsTimeout = 10 * time.Second
+
+// findTravels looks, once at start and before any resource streams, for a time travel in
+// each sink: a target whose server RV is below the sink's checkpoint, or whose newest
+// version the sink holds is back at a lower RV (heldAhead). A restore sends the whole
+// cluster back, but only some resources show it: one whose checkpoint bookmarks moved
+// past the backup and that did not change since would resume its watch from that
+// checkpoint and miss the restored cluster's changes below it. So a time travel found in
+// one resource of a sink starts a new epoch for every resource of that sink that has a
+// checkpoint. What it finds is kept for each target's first round (startTravels); a
+// target it could not check (an error, a resource not served yet) is checked by that
+// round itself.
+func (p *Pipeline) findTravels(ctx context.Context) {
+	p.startTravels.m = map[travelKey]*change.TimeTravel{}
+	for _, s := range p.sinks {
+		// Bounded: a sink or apiserver that does not answer must not hold back the start;
+		// what is left unchecked, each target's first round checks itself.
+		ctx, cancel := context.WithTimeout(ctx, findTravelsTimeout)
+		var found *change.TimeTravel
+		var finder *resourceState
+		var checked []*resourceState
+		for _, st := range p.states {
+			t := st.t
+			if t.Resource.Version == "" || ctx.Err() != nil {
+				continue // not served (yet): its first round resolves and checks it
+			}
+			ck, err := s.Checkpoint(ctx, t.Resource)
+			if err != nil || ck == 0 {
+				continue
+			}
+			tt := p.heldAhead(ctx, s, t)
+			if tt == nil && t.ServerRV != nil {
+				if rv, err := t.ServerRV(ctx); err == nil && rv > 0 && rv < ck {
+					tt = &change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: rv}
+				}
+			}
+			checked = append(checked, st)
+			if tt != nil && found == nil {
+				found, finder = tt, st
+				found.FoundIn = t.Resource.ID()
+			}
+		}
+		for _, st := range checked {
+			var tt *change.TimeTravel
+			switch {
+			case found == nil:
+			case st == finder:
+				c := *found
+				c.FoundIn = "" // its own
+				tt = &c
+			default:
+				tt = &change.TimeTravel{Reason: change.TravelAnotherResource, FoundIn: found.FoundIn}
+			}
+			p.startTravels.m[travelKey{st, s.Name()}] = tt
+		}
+		cancel()
+		if found != nil {
+			p.opts.Log.Warn("time travel at start: the cluster is behind what the sink holds; every resource of the sink relists in a new epoch",
+				"sink", s.Name(), "found_in", found.FoundIn, "reason", found.Reason)
+		}
+	}
+}
+
+type travelKey struct {
+	st   *resourceState
+	sink string
+}
+
+// startTravels is what findTravels found per (target, sink): a time travel, or nil for
+// none; absent when it did not check.
+type startTravels struct {
+	mu sync.Mutex
+	m  map[travelKey]*change.TimeTravel
+}
+
+// take returns, once, what findTravels found for (st, sink) and whether it checked.
+func (s *startTravels) take(st *resourceState, sink string) (*change.TimeTravel, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := travelKey{st, sink}
+	tt, ok := s.m[k]
+	delete(s.m, k)
+	return tt, ok
 }

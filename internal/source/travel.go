@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/tidwall/gjson"
 
@@ -30,33 +31,56 @@ func (e *errBehind) Error() string {
 // relist, for whoever counts the apiserver's LIST requests.
 const probeLine = "asked the server for its resource version before watching"
 
-// behind asks the server for its current resource version (a LIST of at most one object,
-// read consistently) and returns an *errBehind when it is below from; nil when it is not,
-// and the LIST's error when the server could not answer (the watch then finds out).
+// behind asks the server for its current resource version and returns an *errBehind
+// when it is below from; nil when it is not, and the LIST's error when the server could
+// not answer (the watch then finds out).
 func (s *Stream) behind(ctx context.Context, from change.RV) error {
 	if from == 0 {
 		return nil
 	}
-	res := s.Target.Resource
-	req := s.Clients.list.Get().AbsPath(collectionPath(res, s.namespace())).Param("limit", "1")
-	if s.Target.LabelSelector != "" {
-		req = req.Param("labelSelector", s.Target.LabelSelector)
-	}
-	if s.Target.FieldSelector != "" {
-		req = req.Param("fieldSelector", s.Target.FieldSelector)
-	}
-	body, err := req.Do(ctx).Raw()
+	current, err := serverRV(ctx, s.Clients, s.Target, s.namespace(), s.Log)
 	if err != nil {
 		return err
 	}
-	current, err := change.ParseRV(gjson.GetBytes(body, "metadata.resourceVersion").Str)
-	if s.Log != nil {
-		s.Log.Debug(probeLine, "resource", res.ID(), "from", from.String(), "current", current.String())
-	}
-	if err != nil || current >= from {
+	if current == 0 || current >= from {
 		return nil // a malformed RV is the watch's and the relist's to report
 	}
-	return &errBehind{res: res, from: from, current: current}
+	return &errBehind{res: s.Target.Resource, from: from, current: current}
+}
+
+// serverRV is the server's current resource version as target t reads it in namespace
+// ns: a LIST of at most one object, read consistently. 0 when the server answered no
+// integer RV (the relist reports it).
+func serverRV(ctx context.Context, c *Clients, t Target, ns string, log *slog.Logger) (change.RV, error) {
+	req := c.list.Get().AbsPath(collectionPath(t.Resource, ns)).Param("limit", "1")
+	if t.LabelSelector != "" {
+		req = req.Param("labelSelector", t.LabelSelector)
+	}
+	if t.FieldSelector != "" {
+		req = req.Param("fieldSelector", t.FieldSelector)
+	}
+	body, err := req.Do(ctx).Raw()
+	if err != nil {
+		return 0, fmt.Errorf("resource %s: read the server's resource version: %w", t.Resource.ID(), err)
+	}
+	current, _ := change.ParseRV(gjson.GetBytes(body, "metadata.resourceVersion").Str)
+	if log != nil {
+		log.Debug(probeLine, "resource", t.Resource.ID(), "current", current.String())
+	}
+	return current, nil
+}
+
+// ServerRV is target i's pipeline.Target.ServerRV: the server's resource version as
+// the target reads it now.
+func (r *Resolution) ServerRV(i int) func(context.Context) (change.RV, error) {
+	return func(ctx context.Context) (change.RV, error) {
+		t, _ := r.Target(i)
+		ns := ""
+		if len(t.Namespaces) == 1 {
+			ns = t.Namespaces[0]
+		}
+		return serverRV(ctx, r.clients, t, ns, r.log)
+	}
 }
 
 // currentLine is logged (debug) for every Current: a LIST of at most one object that is
