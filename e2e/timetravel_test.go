@@ -183,6 +183,9 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 	// The newest object the sink holds, seen again at its restored RV, or the probe
 	// before the watch, finds it first.
 	travelled(t, d, dsn, ns, after, "")
+	if code, out := runCLI(t, "status", "-c", cfg); code != 0 || !strings.Contains(out, "epoch 1: the cluster went back in time") {
+		t.Errorf("status: exit %d, want it to show epoch 1 of configmaps:\n%s", code, out)
+	}
 	conn := connect(t, dsn)
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'lost'
 		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns); n != 1 {

@@ -90,19 +90,26 @@ func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc con
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
+	var lines []string
 	for _, r := range rows {
 		id := change.Resource{Group: r.Group, Resource: r.Resource}.ID()
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", r.Sink, id, scopeColumn(r.Scope), r.Checkpoint,
 			time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted, r.Quarantined)
+		if r.Epoch > 0 {
+			line := fmt.Sprintf("sink %s: %s %s: epoch %d: the cluster went back in time (an etcd restore?)", r.Sink, id, scopeColumn(r.Scope), r.Epoch)
+			if r.EpochReason != "" {
+				line += fmt.Sprintf(", found %s (%s)", r.EpochSince.UTC().Format(time.RFC3339), r.EpochReason)
+			}
+			lines = append(lines, line)
+		}
 	}
 	ws, err := s.Writers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
 	if len(ws) == 0 {
-		return []string{fmt.Sprintf("sink %s: no running kube-cdc writes it", sc.Name)}, nil
+		return append(lines, fmt.Sprintf("sink %s: no running kube-cdc writes it", sc.Name)), nil
 	}
-	var lines []string
 	for _, wr := range ws {
 		verb := "written by"
 		if !wr.Holds {

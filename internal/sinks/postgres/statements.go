@@ -190,8 +190,12 @@ func newStatements(schema string) statements {
 			ON CONFLICT DO NOTHING`, s),
 
 		status: fmt.Sprintf(`SELECT c.sink, c.api_group, c.resource, c.scope, c.resource_version, c.updated_at,
-				coalesce(o.live, 0), coalesce(o.deleted, 0), coalesce(q.quarantined, 0)
+				coalesce(o.live, 0), coalesce(o.deleted, 0), coalesce(q.quarantined, 0),
+				c.epoch, coalesce(e.reason, ''), e.detected_at
 			  FROM %[1]s.checkpoints c
+			  LEFT JOIN LATERAL (SELECT reason, detected_at FROM %[1]s.epochs
+					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
+					  AND resource = c.resource AND scope = c.scope AND epoch = c.epoch) e ON true
 			  LEFT JOIN (SELECT api_group, resource,
 						count(*) FILTER (WHERE deleted_at IS NULL)     AS live,
 						count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted

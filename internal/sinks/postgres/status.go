@@ -23,6 +23,11 @@ type ResourceStatus struct {
 	// Quarantined counts the resource's unresolved quarantine rows (all scopes): changes
 	// PostgreSQL could not store, of keys no later version has replaced yet.
 	Quarantined int64
+	// Epoch is the checkpoint's epoch (0 until the first time travel); EpochReason and
+	// EpochSince say what revealed it and when (the epochs row), when it is above 0.
+	Epoch       int
+	EpochReason string
+	EpochSince  time.Time
 }
 
 // Status reports every checkpoint of this sink's cluster in the schema (one per sink,
@@ -34,7 +39,14 @@ func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ResourceStatus, error) {
 		var r ResourceStatus
-		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted, &r.Quarantined)
+		var epoch int32
+		var since *time.Time
+		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted, &r.Quarantined,
+			&epoch, &r.EpochReason, &since)
+		r.Epoch = int(epoch)
+		if since != nil {
+			r.EpochSince = *since
+		}
 		return r, err
 	})
 	if err != nil {
