@@ -138,6 +138,7 @@ func travelled(t *testing.T, d *daemon, dsn, ns string, after []*corev1.ConfigMa
 }
 
 func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMissesNothingWrittenSince(t *testing.T) {
+	t.Parallel() // a private control plane each: they overlap with each other only
 	k := testenv.NewKube(t, testenv.KubeOptions{})
 	cs := k.Clientset()
 	ctx := context.Background()
@@ -203,6 +204,7 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 // reveals it; the other namespace, whose lost object simply no longer exists, shows
 // nothing by itself and relists in the new epoch because the first one did.
 func TestAfterAnEtcdRestoreWhoseRVsPassedTheCheckpointTheNewestHeldObjectRevealsIt(t *testing.T) {
+	t.Parallel() // a private control plane each: they overlap with each other only
 	k := testenv.NewKube(t, testenv.KubeOptions{})
 	cs := k.Clientset()
 	ctx := context.Background()
@@ -264,6 +266,7 @@ func TestAfterAnEtcdRestoreWhoseRVsPassedTheCheckpointTheNewestHeldObjectReveals
 }
 
 func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
+	t.Parallel() // a private control plane each: they overlap with each other only
 	k := testenv.NewKube(t, testenv.KubeOptions{})
 	cs := k.Clientset()
 	ctx := context.Background()
