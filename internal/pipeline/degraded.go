@@ -12,11 +12,11 @@ import (
 )
 
 // Fault is an error of one resource that time may heal: permissions granted again, a CRD
-// created or recreated, a server fixed (design §1.8). The pipeline degrades that resource
-// alone — the others stream on — names it in Ready and Metrics.Degraded, and streams it
-// again after a capped backoff (Options.DegradedBackoff), from its sinks' checkpoints. An
-// error of a stream or of Target.Resolve is a Fault when it, or an error it wraps, has
-// this method (source.Fault does).
+// created or recreated, a server fixed (docs/architecture.md, "Failing resources"). The
+// pipeline degrades that resource alone — the others stream on — names it in Ready and
+// Metrics.Degraded, and streams it again after a capped backoff (Options.DegradedBackoff),
+// from its sinks' checkpoints. An error of a stream or of Target.Resolve is a Fault when
+// it, or an error it wraps, has this method (source.Fault does).
 type Fault interface {
 	error
 	// FaultReason is short and stable: "forbidden", "not served", …

@@ -18,7 +18,15 @@
 //     unchanged objects emit nothing, changed ones an upsert, and keys the sink holds (and
 //     the target owns) that the list lacks are looked up in the cluster (Target.Lookup):
 //     an inferred delete at the LIST's RV, with reason "gone" or "out-of-scope", for what
-//     is gone or in no configured scope; nothing for an object another scope streams.
+//     is gone or in no configured scope; nothing for an object another scope streams. A
+//     listed key held under another uid gets the old uid's inferred delete (reason
+//     "recreated", at the new RV minus one) before the new uid's create.
+//   - Time travel (an etcd restore, a rebuilt cluster): a relist below the checkpoint, or
+//     showing an object older than the sink holds, starts a new epoch (cursor.timeTravel);
+//     at start, one found in any resource of a sink relists all of that sink's resources
+//     in a new epoch (travel.go). Versions order by (epoch, RV) in every sink.
+//   - A stream that ends with a Fault degrades its resource alone; it is streamed again
+//     after a capped backoff (degraded.go). Any other error stops the pipeline.
 //   - Batches are cut by count, bytes, or MaxWait after their first change: low latency
 //     when quiet, large batches under load. One batch is written while the next fills
 //     (never two writes at once), so reading overlaps writing. A stream's own events (bookmarks) advance the
