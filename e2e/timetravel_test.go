@@ -113,7 +113,8 @@ func travelled(t *testing.T, d *daemon, dsn, ns string, after []*corev1.ConfigMa
 	}
 	reasonOK := func(line string) bool {
 		if reason == "" { // either finds it first
-			return strings.Contains(line, "reason=list-below-checkpoint") || strings.Contains(line, "reason=object-went-back")
+			return strings.Contains(line, "reason=list-below-checkpoint") || strings.Contains(line, "reason=object-went-back") ||
+				strings.Contains(line, "reason=cluster-identity")
 		}
 		return strings.Contains(line, "reason="+reason)
 	}
@@ -290,7 +291,8 @@ func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
 	after := []*corev1.ConfigMap{setData(t, cs, ns, "old-1", "new"), setData(t, cs, ns, "fresh", "new")}
 	d = start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
-	travelled(t, d, dsn, ns, after, "list-below-checkpoint")
+	// The cluster's identity or its RVs below the checkpoint: whichever check comes first.
+	travelled(t, d, dsn, ns, after, "")
 	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name IN ('old-0', 'old-2')
 		AND deleted_at IS NOT NULL AND delete_inferred`, ns); n != 2 {
 		t.Errorf("%d of the old cluster's 2 vanished objects tombstoned, want 2", n)
@@ -302,4 +304,53 @@ func TestAClusterRebuiltUnderTheSameNameIsSyncedInANewEpoch(t *testing.T) {
 func probeLists(log string) float64 {
 	return float64(len(writersLines(log, "asked the server for its resource version before watching")) +
 		len(writersLines(log, "asked the server for the newest object the sink holds")))
+}
+
+// A cluster rebuilt under the same name whose RVs have passed the old checkpoints before
+// kube-cdc starts again: no probe finds the server behind, and the newest object the sink
+// holds is gone or has another uid. The cluster's identity (the kube-system namespace's
+// uid), kept with every checkpoint, tells.
+func TestAClusterRebuiltWhoseRVsPassedTheCheckpointIsFoundByItsIdentity(t *testing.T) {
+	t.Parallel() // a private control plane each: they overlap with each other only
+	k := testenv.NewKube(t, testenv.KubeOptions{})
+	cs := k.Clientset()
+	ctx := context.Background()
+	const ns = "identity"
+	createNamespace(t, cs, ns)
+	setData(t, cs, ns, "old", "1")
+	dsn := pg.NewDatabase(t)
+	cfg := travelConfig(t, k, dsn, ns)
+	d := start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	var checkpoint int64
+	var uid string
+	if err := connect(t, dsn).QueryRow(ctx, `SELECT resource_version, cluster_uid FROM kube_cdc.checkpoints`).Scan(&checkpoint, &uid); err != nil {
+		t.Fatal(err)
+	}
+	if system, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil || string(system.UID) != uid {
+		t.Fatalf("the checkpoint's cluster_uid is %q, want kube-system's uid (%v)", uid, err)
+	}
+
+	if err := k.WipeEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, cs, ns)
+	for i := 0; ; i++ { // the new cluster's RVs pass the old checkpoint
+		if c := setData(t, cs, ns, "new", fmt.Sprint(i)); rvInt(c.ResourceVersion) > checkpoint {
+			break
+		}
+	}
+	d = start(t, "run", "-c", cfg)
+	waitConverged(t, cs, dsn, ns, d)
+	lines := writersLines(d.log(), "time travel: the cluster is behind what the sink holds")
+	if len(lines) != 1 || !strings.Contains(lines[0], "reason=cluster-identity") || !strings.Contains(lines[0], "epoch=1") {
+		t.Errorf("time travel lines, want one with reason cluster-identity into epoch 1:\n%s", strings.Join(lines, "\n"))
+	}
+	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'old'
+		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns); n != 1 {
+		t.Errorf("the old cluster's object: %d inferred tombstones in epoch 1, want 1", n)
+	}
 }

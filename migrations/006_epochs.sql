@@ -20,7 +20,7 @@ CREATE TABLE epochs (
     resource        text        NOT NULL,
     scope           text        NOT NULL,
     epoch           int         NOT NULL,  -- the new epoch
-    reason          text        NOT NULL,  -- 'list-below-checkpoint', 'object-went-back' or 'another-resource'
+    reason          text        NOT NULL,  -- 'list-below-checkpoint', 'object-went-back', 'another-resource', 'cluster-identity'
     checkpoint_rv   bigint      NOT NULL,  -- the sink's checkpoint when it was found
     list_rv         bigint      NOT NULL,  -- the RV of the LIST that revealed it
     namespace       text,                  -- object-went-back: the object

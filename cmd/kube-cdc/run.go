@@ -124,6 +124,14 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		}
 		popts := pipelineOptions(cfg, log, m)
 		popts.Nudge = crds.Changed // a CRD of a degraded resource changed: try it now
+		// The cluster's identity goes with every checkpoint: one rebuilt under the same
+		// name is found at start even when its RVs have passed the old checkpoints.
+		if uid, err := source.ClusterIdentity(gctx, src.clients); err != nil || uid == "" {
+			log.Info("cannot read the cluster's identity (the kube-system namespace's uid); a cluster rebuilt under the same name is found only by its resource versions",
+				"error", err)
+		} else {
+			popts.ClusterUID = uid
+		}
 		p := pipeline.New(popts, sinks, pipelineTargets(cfg, src, resolution, targets, log, m))
 		running.Store(p)
 		defer running.Store(nil)

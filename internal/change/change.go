@@ -132,6 +132,9 @@ type Batch struct {
 	// TimeTravel is set on the first batch of a new epoch: what revealed it, for a sink
 	// that records time travels durably.
 	TimeTravel *TimeTravel
+	// ClusterUID is the identity of the cluster the batch was read from (the kube-system
+	// namespace's uid), for a sink that keeps it with the checkpoint; "" when unknown.
+	ClusterUID string
 }
 
 // TimeTravel is the evidence that the cluster went back in time under a sink: its
@@ -167,6 +170,9 @@ const (
 	// at start (TimeTravel.FoundIn); this one, which may not show it (quiet since the
 	// backup), relists in a new epoch too.
 	TravelAnotherResource = "another-resource"
+	// TravelClusterIdentity: the sink's checkpoints were taken in another cluster (another
+	// kube-system uid) under the same `cluster` name: a cluster rebuilt.
+	TravelClusterIdentity = "cluster-identity"
 )
 
 // Entry is what a sink holds of one live object: the key index's value.

@@ -370,7 +370,8 @@ func (c *cursor) flush() error {
 	}
 	// Until a relist ends, its batches keep the old checkpoint (pending does not move
 	// during a relist): a crash part-way relists again.
-	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending, Epoch: c.epoch, TimeTravel: c.travel}
+	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending, Epoch: c.epoch, TimeTravel: c.travel,
+		ClusterUID: c.p.opts.ClusterUID}
 	c.travel = nil
 	relisting := c.index != nil
 	c.sent = c.pending

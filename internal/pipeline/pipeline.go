@@ -93,7 +93,11 @@ const (
 type Options struct {
 	// Cluster is stamped on every change, here and nowhere else (cursor.add), so every
 	// sink writes the same name.
-	Cluster      string
+	Cluster string
+	// ClusterUID is the identity of the cluster read now (the kube-system namespace's
+	// uid), stamped on every batch; a sink whose checkpoints carry another one was filled
+	// from a cluster since rebuilt under the same name (findTravels). "" when unknown.
+	ClusterUID   string
 	BatchSize    int           // changes per batch; default DefaultBatchSize
 	BatchBytes   int           // object bytes per batch; default DefaultBatchBytes
 	MaxWait      time.Duration // longest a change waits for its batch to fill; default DefaultMaxWait

@@ -61,6 +61,13 @@ type TimeTravelObserver interface {
 	TimeTravel(sink, resource, reason string)
 }
 
+// IdentityKeeper is an optional Sink ability: a sink that keeps the cluster's identity
+// (change.Batch.ClusterUID) with its checkpoints says which identities they were taken
+// in. One other than Options.ClusterUID is a cluster rebuilt under the same name.
+type IdentityKeeper interface {
+	ClusterUIDs(ctx context.Context) ([]string, error)
+}
+
 // NewestKeeper is an optional Sink ability: the versions of a resource it holds with the
 // highest (epoch, RV), live or tombstoned, newest first, at most n. With Target.Current,
 // the pipeline checks at start that the cluster has not gone back behind them.

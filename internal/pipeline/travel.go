@@ -70,6 +70,9 @@ func (p *Pipeline) findTravels(ctx context.Context) {
 		var found *change.TimeTravel
 		var finder *resourceState
 		var checked []*resourceState
+		if tt := p.otherCluster(ctx, s); tt != nil {
+			found = tt
+		}
 		for _, st := range p.states {
 			t := st.t
 			if t.Resource.Version == "" || ctx.Err() != nil {
@@ -99,6 +102,9 @@ func (p *Pipeline) findTravels(ctx context.Context) {
 				c := *found
 				c.FoundIn = "" // its own
 				tt = &c
+			case finder == nil: // the cluster's identity, not one resource, showed it
+				c := *found
+				tt = &c
 			default:
 				tt = &change.TimeTravel{Reason: change.TravelAnotherResource, FoundIn: found.FoundIn}
 			}
@@ -110,6 +116,27 @@ func (p *Pipeline) findTravels(ctx context.Context) {
 				"sink", s.Name(), "found_in", found.FoundIn, "reason", found.Reason)
 		}
 	}
+}
+
+// otherCluster reports a sink whose checkpoints were taken in another cluster than the
+// one kube-cdc reads now (Options.ClusterUID, the kube-system namespace's uid): a cluster
+// rebuilt under the same `cluster` name. nil when they match, or either is unknown.
+func (p *Pipeline) otherCluster(ctx context.Context, s Sink) *change.TimeTravel {
+	k, ok := s.(IdentityKeeper)
+	if !ok || p.opts.ClusterUID == "" {
+		return nil
+	}
+	uids, err := k.ClusterUIDs(ctx)
+	if err != nil {
+		p.opts.Log.Debug("could not read the cluster identity of the sink's checkpoints", "sink", s.Name(), "error", err)
+		return nil
+	}
+	for _, u := range uids {
+		if u != p.opts.ClusterUID {
+			return &change.TimeTravel{Reason: change.TravelClusterIdentity, FoundIn: "cluster identity " + u + " → " + p.opts.ClusterUID}
+		}
+	}
+	return nil
 }
 
 type travelKey struct {

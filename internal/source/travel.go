@@ -112,3 +112,17 @@ func (s *Scopes) Current(ctx context.Context, k change.Key) (change.Entry, bool,
 	s.log.Debug(currentLine, "resource", s.res.ID(), "object", k.String(), "uid", e.UID, "resourceVersion", rv.String())
 	return e, true, nil
 }
+
+// ClusterIdentity is the cluster's identity: the uid of its kube-system namespace, which
+// the apiserver creates once per etcd and a restore keeps, but a cluster rebuilt under
+// the same name does not. It LISTs namespaces narrowed to kube-system (list is the verb
+// kube-cdc is granted). "" and the error when it cannot read it (a user without list on
+// namespaces): the caller then goes on without the check.
+func ClusterIdentity(ctx context.Context, c *Clients) (string, error) {
+	body, err := c.list.Get().AbsPath("/api/v1/namespaces").
+		Param("limit", "1").Param("fieldSelector", "metadata.name=kube-system").Do(ctx).Raw()
+	if err != nil {
+		return "", fmt.Errorf("read the kube-system namespace: %w", err)
+	}
+	return gjson.GetBytes(body, "items.0.metadata.uid").Str, nil
+}

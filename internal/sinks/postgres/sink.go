@@ -144,6 +144,20 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 	return int(epoch), nil
 }
 
+// ClusterUIDs (pipeline.IdentityKeeper) returns the cluster identities this sink's
+// checkpoints were taken in (none recorded: empty).
+func (s *Sink) ClusterUIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.sql.clusterUIDs, s.cluster, s.name)
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", classify(err, s.password))
+	}
+	uids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", classify(err, s.password))
+	}
+	return uids, nil
+}
+
 // Newest (pipeline.NewestKeeper): the n rows of (cluster, resource) with the highest
 // (epoch, RV), live or tombstoned, newest first.
 func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change.Held, error) {

@@ -48,7 +48,7 @@ const latestPerKey = `(SELECT * FROM pg_temp.kube_cdc_stage
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
-	quarantine, resolve, revive, epoch, saveEpoch, newest                                             string
+	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                string
 	scopes, forgetScopes                                                                              string
 }
 
@@ -174,14 +174,19 @@ func newStatements(schema string) statements {
 
 		// A checkpoint never moves backwards in (epoch, RV), even when an old batch is
 		// replayed; a new epoch's checkpoint replaces a higher RV of an older one.
+		// $8 the cluster's identity ('' when unknown: the one stored stays).
 		saveCheckpoint: fmt.Sprintf(`INSERT INTO %s.checkpoints AS c (cluster, sink, api_group, resource, scope,
-				resource_version, epoch, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+				resource_version, epoch, cluster_uid, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE SET
 				resource_version = CASE WHEN (c.epoch, c.resource_version) < (excluded.epoch, excluded.resource_version)
 				                        THEN excluded.resource_version ELSE c.resource_version END,
 				epoch            = GREATEST(c.epoch, excluded.epoch),
+				cluster_uid      = CASE WHEN excluded.cluster_uid = '' THEN c.cluster_uid ELSE excluded.cluster_uid END,
 				updated_at       = now()`, s),
+		// $1 cluster, $2 sink.
+		clusterUIDs: fmt.Sprintf(`SELECT DISTINCT cluster_uid FROM %s.checkpoints
+			WHERE cluster = $1 AND sink = $2 AND cluster_uid <> ''`, s),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 epoch, $7 reason,
 		// $8 checkpoint RV, $9 LIST RV, $10 namespace, $11 name, $12 held RV, $13 time.
 		saveEpoch: fmt.Sprintf(`INSERT INTO %s.epochs (cluster, sink, api_group, resource, scope, epoch, reason,

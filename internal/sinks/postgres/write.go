@@ -28,7 +28,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if err := s.writers.lostErr(); err != nil {
 		return retry.Terminal(err)
 	}
-	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, travel: b.TimeTravel}
+	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, clusterUID: b.ClusterUID, travel: b.TimeTravel}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
 	var err error
 	if len(b.Changes) <= smallBatch {
@@ -55,6 +55,7 @@ type batchWrite struct {
 	res        change.Resource
 	checkpoint change.RV
 	epoch      int
+	clusterUID string
 	travel     *change.TimeTravel
 	staged     []change.Change
 	bad        []quarantined
@@ -228,7 +229,7 @@ func (s *Sink) epochStatement(w *batchWrite) statement {
 }
 
 func (s *Sink) checkpointStatement(w *batchWrite) statement {
-	return statement{sql: s.sql.saveCheckpoint, args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope, w.checkpoint, int32(w.epoch)}}
+	return statement{sql: s.sql.saveCheckpoint, args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope, w.checkpoint, int32(w.epoch), w.clusterUID}}
 }
 
 // writeBisecting is the safety net for a batch PostgreSQL refused with a data exception
