@@ -94,6 +94,24 @@ func setData(t *testing.T, cs kubernetes.Interface, ns, name, v string) *corev1.
 	return c
 }
 
+// tombstonedInEpoch1 counts the objects rows of ns named name that an inferred delete
+// tombstoned in epoch 1.
+func tombstonedInEpoch1(t *testing.T, dsn, ns, name string) int {
+	t.Helper()
+	return count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = $2
+		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns, name)
+}
+
+// writePast updates (or creates) ns/name until the cluster's RV is past rv.
+func writePast(t *testing.T, cs kubernetes.Interface, ns, name string, rv int64) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if c := setData(t, cs, ns, name, fmt.Sprint(i)); rvInt(c.ResourceVersion) > rv {
+			return
+		}
+	}
+}
+
 func createNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
 	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -188,9 +206,7 @@ func TestAfterAnEtcdRestoreTheSinkConvergesToTheRestoredClusterInANewEpochAndMis
 	if code, out := runCLI(t, "status", "-c", cfg); code != 0 || !strings.Contains(out, "epoch 1: the cluster went back in time") {
 		t.Errorf("status: exit %d, want it to show epoch 1 of configmaps:\n%s", code, out)
 	}
-	conn := connect(t, dsn)
-	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'lost'
-		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns); n != 1 {
+	if n := tombstonedInEpoch1(t, dsn, ns, "lost"); n != 1 {
 		t.Errorf("the object the restore took away: %d inferred tombstones in epoch 1, want 1", n)
 	}
 	if code := d.stop(syscall.SIGTERM); code != 0 {
@@ -239,11 +255,7 @@ func TestAfterAnEtcdRestoreWhoseRVsPassedTheCheckpointTheNewestHeldObjectReveals
 	if err := k.RestoreEtcd(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ { // past the checkpoints
-		if c := setData(t, cs, "default", "busy", fmt.Sprint(i)); rvInt(c.ResourceVersion) > checkpoint {
-			break
-		}
-	}
+	writePast(t, cs, "default", "busy", checkpoint)
 	d = start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
 	waitConverged(t, cs, dsn, quiet, d)
@@ -260,8 +272,7 @@ func TestAfterAnEtcdRestoreWhoseRVsPassedTheCheckpointTheNewestHeldObjectReveals
 	if went != 1 || other != 1 || len(lines) != 2 {
 		t.Errorf("time travel lines, want one object-went-back of %s/restored and one another-resource:\n%s", ns, strings.Join(lines, "\n"))
 	}
-	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'lost'
-		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, quiet); n != 1 {
+	if n := tombstonedInEpoch1(t, dsn, quiet, "lost"); n != 1 {
 		t.Errorf("the quiet namespace's lost object: %d inferred tombstones in epoch 1, want 1", n)
 	}
 }
@@ -338,19 +349,14 @@ func TestAClusterRebuiltWhoseRVsPassedTheCheckpointIsFoundByItsIdentity(t *testi
 		t.Fatal(err)
 	}
 	createNamespace(t, cs, ns)
-	for i := 0; ; i++ { // the new cluster's RVs pass the old checkpoint
-		if c := setData(t, cs, ns, "new", fmt.Sprint(i)); rvInt(c.ResourceVersion) > checkpoint {
-			break
-		}
-	}
+	writePast(t, cs, ns, "new", checkpoint) // the new cluster's RVs pass the old checkpoint
 	d = start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
 	lines := writersLines(d.log(), "time travel: the cluster is behind what the sink holds")
 	if len(lines) != 1 || !strings.Contains(lines[0], "reason=cluster-identity") || !strings.Contains(lines[0], "epoch=1") {
 		t.Errorf("time travel lines, want one with reason cluster-identity into epoch 1:\n%s", strings.Join(lines, "\n"))
 	}
-	if n := count(t, connect(t, dsn), `SELECT count(*) FROM kube_cdc.objects WHERE namespace = $1 AND name = 'old'
-		AND deleted_at IS NOT NULL AND delete_inferred AND epoch = 1`, ns); n != 1 {
+	if n := tombstonedInEpoch1(t, dsn, ns, "old"); n != 1 {
 		t.Errorf("the old cluster's object: %d inferred tombstones in epoch 1, want 1", n)
 	}
 }
