@@ -37,6 +37,7 @@ func changeRows(t *testing.T, dsn, ns string) []string {
 }
 
 func TestWatchedCreatesUpdatesAndDeletesLandInRVOrderAndARecreatedObjectRevives(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "w")
 	dsn := pg.NewDatabase(t)

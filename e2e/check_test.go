@@ -23,6 +23,7 @@ import (
 // that syncs.
 
 func TestCheckAndRunAgreeOnAPostgresRoleThatMayOnlyRead(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "ro")
 	createConfigMaps(t, ns, 0, 2, nil)
 	dsn := pg.NewDatabase(t)
@@ -49,6 +50,7 @@ func TestCheckAndRunAgreeOnAPostgresRoleThatMayOnlyRead(t *testing.T) {
 }
 
 func TestCheckAndRunAgreeOnAPostgresRoleWithoutCreateWhenMigrateIsTrue(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "nc")
 	createConfigMaps(t, ns, 0, 1, nil)
 	resources := "  - name: configmaps\n    namespaces: [" + ns + "]"
@@ -77,6 +79,7 @@ func TestCheckAndRunAgreeOnAPostgresRoleWithoutCreateWhenMigrateIsTrue(t *testin
 }
 
 func TestCheckAndRunAgreeWhenTheSchemaIsNotMigratedAndMigrateIsFalse(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "nm")
 	createConfigMaps(t, ns, 0, 1, nil)
 	dsn := pg.NewDatabase(t)
@@ -94,6 +97,7 @@ func TestCheckAndRunAgreeWhenTheSchemaIsNotMigratedAndMigrateIsFalse(t *testing.
 }
 
 func TestCheckAndRunAgreeOnAUserWhoMayListButNotWatch(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "lw")
 	createConfigMaps(t, ns, 0, 2, nil)
 	dsn := pg.NewDatabase(t)
@@ -128,6 +132,7 @@ func TestCheckAndRunAgreeOnAUserWhoMayListButNotWatch(t *testing.T) {
 // there suffices: check asks in each namespace, as run reads, and names the one where the
 // user may not.
 func TestCheckAndRunAgreeOnNamespacedRBAC(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	a, b := namespace(t, "a"), namespace(t, "b")
 	createConfigMaps(t, a, 0, 1, nil)
@@ -157,6 +162,7 @@ func TestCheckAndRunAgreeOnNamespacedRBAC(t *testing.T) {
 // list and watch ConfigMaps in a and b, and nowhere else, passes check with a row per
 // namespace, and run syncs both namespaces, snapshot and watch alike.
 func TestCheckAndRunAgreeOnRoleBindingsInBothConfiguredNamespaces(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	a, b := namespace(t, "a"), namespace(t, "b")
 	createConfigMaps(t, a, 0, 2, nil)

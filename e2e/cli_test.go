@@ -24,6 +24,7 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 }
 
 func TestMigrateAppliesTheSchemaOnceAndThenReportsItUpToDate(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	dsn := pg.NewDatabase(t)
 	cfg := writeConfig(t, pgConfigYAML(dsn, "  - name: configmaps", ""))
 	code, out := runCLI(t, "migrate", "-c", cfg)
@@ -41,6 +42,7 @@ func TestMigrateAppliesTheSchemaOnceAndThenReportsItUpToDate(t *testing.T) {
 }
 
 func TestCheckPrintsATableAndFailsWhenRBACForbidsAResource(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	dsn := pg.NewDatabase(t)
 	cfg := writeConfig(t, pgConfigYAML(dsn, "  - name: configmaps\n  - name: secrets", ""))
@@ -75,6 +77,7 @@ func TestCheckPrintsATableAndFailsWhenRBACForbidsAResource(t *testing.T) {
 }
 
 func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "st")
 	createConfigMaps(t, ns, 0, 3, nil)
@@ -107,6 +110,7 @@ func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
 }
 
 func TestStatusReadsTheCheckpointStoreOfAStdoutSink(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "sf")
 	createConfigMaps(t, ns, 0, 4, nil)
 	var newest int64

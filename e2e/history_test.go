@@ -53,6 +53,7 @@ type histOp struct {
 }
 
 func TestHistoryShowsEachVersionOfADeploymentWithWhoChangedItAndWhatChanged(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "h")
 	dsn := pg.NewDatabase(t)

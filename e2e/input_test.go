@@ -17,6 +17,7 @@ import (
 )
 
 func TestNoSecretValueOrLastAppliedAnnotationReachesTheDatabase(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "s")
 	dsn := pg.NewDatabase(t)
@@ -66,6 +67,7 @@ func TestNoSecretValueOrLastAppliedAnnotationReachesTheDatabase(t *testing.T) {
 }
 
 func TestBadInputFailsBeforeStartingWithOneLineNamingTheCause(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	dsn := pg.NewDatabase(t)
 	_, restrictedKubeconfig, err := kube.RestrictedUser(ctx, "e2e-cm-only", []rbacv1.PolicyRule{{

@@ -182,6 +182,7 @@ func isoWriteConfigMaps(t *testing.T, h *history, ns, prefix string, n int) {
 }
 
 func TestACRDDeletedAndRecreatedWhileRunningDegradesOnlyItsResourceWhichThenStreamsItsNewObjects(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "crd")
 	group := isoGroup(ns)
 	gizmos := "gizmos." + group
@@ -245,6 +246,7 @@ func TestACRDDeletedAndRecreatedWhileRunningDegradesOnlyItsResourceWhichThenStre
 }
 
 func TestAResourceWhoseCRDIsAbsentAtStartWaitsForItWhileTheOthersSyncAndIsStreamedOnceItIsCreated(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "wait")
 	group := isoGroup(ns)
 	gizmos := "gizmos." + group

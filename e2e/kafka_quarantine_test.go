@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -135,11 +134,10 @@ func latestWidgets(k *testenv.Kafka) (map[string]widgetRecord, error) {
 // kube_cdc_quarantined_total metric and `kube-cdc status`. A restart starts cleanly, and a
 // later small version of the widget replaces the stub.
 func TestAnOversizedCustomResourceIsQuarantinedInKafkaWhileBothSinksGoOn(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	started := time.Now()
 	ctx := context.Background()
-	if err := kube.CreateCRD(ctx, widgetCRD()); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ensureWidgetCRD(t)
 	ns := namespace(t, "q")
 	w := widgetClient{t: t, ns: ns}
 	for i := range 3 {

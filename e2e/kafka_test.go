@@ -441,6 +441,7 @@ func countRecords(recs []record, f func(record) bool) int {
 }
 
 func TestKafkaRecordsKeepPerKeyOrderCarryOpsHeadersAndTombstonesAndCompactToTheLatestState(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "k1")
 	k := testenv.NewKafka(t)
@@ -700,6 +701,7 @@ func TestKafkaARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t
 }
 
 func TestKafkaABrokerOutageMidStreamLosesNothingAndTheDaemonKeepsRunning(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "k4")
 	k := testenv.NewKafka(t)
@@ -745,6 +747,7 @@ func TestKafkaABrokerOutageMidStreamLosesNothingAndTheDaemonKeepsRunning(t *test
 }
 
 func TestKafkaAStoppedBrokerDoesNotHoldBackPostgresAndCatchesUpOnceItIsBack(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "k5")
 	k := testenv.NewKafka(t)
@@ -905,6 +908,7 @@ func TestKafkaWithTheKafkaCheckpointStoreAKillDashNineResumesWithoutANewSnapshot
 }
 
 func TestKafkaBadBrokersOrAMissingTopicFailWithOneLineNamingTheCause(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "k7")
 	configMaps(t, ns).create("one", "0") // something to write
 	empty := namespace(t, "k7e")

@@ -101,6 +101,7 @@ func TestLogsInJSONIncludeClientGosRetryWatcherErrorsAcrossAnAPIServerRestart(t 
 }
 
 func TestLogsInJSONIncludeClientGosLeaderElection(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "e")
 	dsn := pg.NewDatabase(t)
 	cfg := writeConfig(t, logsConfigYAML(dsn, ns, fmt.Sprintf(`leaderElection:

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
@@ -24,13 +26,32 @@ import (
 
 // One control plane and one PostgreSQL server serve every test of the package; each test
 // works in namespaces and a database of its own. The binary is built once.
+//
+// Tests that change what others share run serially, and Go runs them all before any test
+// that calls t.Parallel: those that restart the shared apiserver or PostgreSQL, expire
+// etcd's history, count the shared apiserver's LIST requests, or set the environment
+// (t.Setenv). Every other test calls t.Parallel, so their waits (leases, grace periods,
+// broker outages) overlap. A test that must restart PostgreSQL and still run in parallel
+// uses a server of its own (privatePostgres); one that must go back in time, a control
+// plane of its own (e2e/timetravel_test.go).
 var (
 	kube   *testenv.Kube
 	pg     *testenv.Postgres
 	binary string
 )
 
+// e2eParallel is how many parallel tests run at once unless -parallel says otherwise. They
+// mostly wait (on leases, grace periods, brokers coming back), so more of them than the
+// default GOMAXPROCS overlap well even on two cores.
+const e2eParallel = "6"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", e2eParallel)
+	}
 	os.Exit(mainWithServers(m))
 }
 
@@ -242,4 +263,39 @@ metrics:
 log:
   level: debug
 %s`, kube.Kubeconfig, resources, dsn, extra)
+}
+
+// privatePostgres starts a PostgreSQL server for the test alone, stopped at cleanup: the
+// test may restart it while others run.
+func privatePostgres(t *testing.T) *testenv.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := testenv.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+var widgetCRDOnce struct {
+	sync.Once
+	err error
+}
+
+// ensureWidgetCRD creates the Widget CRD once per run of the package and waits until it is
+// served; tests running in parallel share it. A second run (-count) finds it in place.
+func ensureWidgetCRD(t *testing.T) {
+	t.Helper()
+	widgetCRDOnce.Do(func() {
+		err := kube.CreateCRD(context.Background(), widgetCRD())
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+		widgetCRDOnce.err = err
+	})
+	if widgetCRDOnce.err != nil {
+		t.Fatal(widgetCRDOnce.err)
+	}
 }

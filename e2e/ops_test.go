@@ -232,6 +232,7 @@ func opsRV(t *testing.T, rv string) int64 {
 }
 
 func TestOpsReadyzAnswers503UntilTheInitialSyncIsCheckpointedThenMetricsCountEveryChangeAndMatchTheCheckpoint(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "m")
 	dsn := pg.NewDatabase(t)
@@ -902,6 +903,7 @@ func opsNoLossNoDuplicates(t *testing.T, dsn, ns string, writes []ackedWrite, ds
 }
 
 func TestOpsWhenTheLeaderIsKilledTheStandbyTakesOverWithinTheLeaseAndLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "l")
 	dsn := pg.NewDatabase(t)
 	a, b := opsLeaderPair(t, dsn, ns)
@@ -959,6 +961,7 @@ func TestOpsWhenTheLeaderIsKilledTheStandbyTakesOverWithinTheLeaseAndLosesAndDup
 }
 
 func TestOpsALeaderFrozenPastItsLeaseIsReplacedAndOnWakingExitsWithoutDuplicatingOrLosingAnything(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "z")
 	dsn := pg.NewDatabase(t)
 	a, b := opsLeaderPair(t, dsn, ns)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"strconv"
 	"syscall"
 	"testing"
@@ -119,6 +118,7 @@ func sameMap(a, b map[string]string) error {
 }
 
 func TestInitialSyncWritesEveryObjectOnceAcrossNamespacesAndCRDs(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	nsA, nsB := namespace(t, "a"), namespace(t, "b")
 	for i := range 30 {
@@ -128,10 +128,7 @@ func TestInitialSyncWritesEveryObjectOnceAcrossNamespacesAndCRDs(t *testing.T) {
 			}
 		}
 	}
-	// The CRD is cluster-wide: a second run of the package (-count) finds it in place.
-	if err := kube.CreateCRD(ctx, widgetCRD()); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ensureWidgetCRD(t)
 	for i := range 5 {
 		w := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "e2e.kube-cdc.io/v1", "kind": "Widget",

@@ -114,6 +114,7 @@ func indexFrom(s, sub string, from int) int {
 }
 
 func TestKillDashNineDuringABurstThenRestartLosesNothingAndNeverCheckpointsAheadOfTheRows(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "k")
 	dsn := pg.NewDatabase(t)
@@ -189,16 +190,18 @@ func TestKillDashNineDuringABurstThenRestartLosesNothingAndNeverCheckpointsAhead
 }
 
 func TestAPostgresRestartMidStreamIsRetriedAndLosesNothing(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "p")
-	dsn := pg.NewDatabase(t)
+	priv := privatePostgres(t) // restarted below, while other tests run
+	dsn := priv.NewDatabase(t)
 	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
 	waitSynced(t, dsn)
 	h := &history{}
 	rec := h.configMaps(ns)
 	for i := range 50 {
 		if i == 20 {
-			if err := pg.Restart(ctx); err != nil {
+			if err := priv.Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -299,6 +302,7 @@ func TestAnAPIServerRestartMidStreamIsSurvivedWithARelistAndNoDuplicates(t *test
 // the newest first: a checkpoint taken from the first batches would be ahead of every
 // object of the last one.
 func TestKillDashNineMidRelistKeepsTheOldCheckpointAndTheRestartWritesTheRest(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "l")
 	dsn := pg.NewDatabase(t)

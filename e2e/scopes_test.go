@@ -18,6 +18,7 @@ import (
 // namespace removed from the configuration has its rows tombstoned out-of-scope and its
 // checkpoint forgotten.
 func TestScopesOfOneResourceTombstoneOnlyWhatLeftEveryScope(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	nsA, nsB := namespace(t, "sa"), namespace(t, "sb")
 	dsn := pg.NewDatabase(t)
@@ -125,6 +126,7 @@ func TestScopesOfOneResourceTombstoneOnlyWhatLeftEveryScope(t *testing.T) {
 // source.reason out-of-scope, then the tombstone) and its checkpoint forgotten, so
 // configuring it again snapshots it afresh.
 func TestKafkaANamespaceRemovedFromTheConfigurationIsTombstonedOutOfScopeAndForgotten(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	nsA, nsB := namespace(t, "ka"), namespace(t, "kb")
 	k := testenv.NewKafka(t)
 	a, b := configMaps(t, nsA), configMaps(t, nsB)

@@ -27,6 +27,7 @@ var shapeKinds = map[string][2]string{
 // list's items) or a watch event (which has them), for the core group and a named one, in
 // PostgreSQL's objects and changes and in Kafka's envelopes.
 func TestEveryObjectWrittenCarriesApiVersionAndKindFromTheListAndFromTheWatch(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "sh")
 	createConfigMaps(t, ns, 0, 2, map[string]string{"v": "0"})

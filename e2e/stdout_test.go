@@ -13,6 +13,7 @@ import (
 )
 
 func TestWithNoConfigRunStreamsTheDefaultResourcesToStdoutAsJSONLines(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "o")
 	// No -c: the current kubeconfig context (KUBECONFIG, set by start), the default

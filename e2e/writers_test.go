@@ -69,9 +69,11 @@ func writersLines(log, s string) []string {
 }
 
 func TestASecondWriterOfOneSinkIsRefusedNamingTheFirstOrWithWaitTakesOverAfterACrashAndARestart(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "w")
-	dsn := pg.NewDatabase(t)
+	priv := privatePostgres(t) // restarted below, while other tests run
+	dsn := priv.NewDatabase(t)
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
 	for i := range 5 {
 		if _, err := cms.Create(ctx, configMap(ns, fmt.Sprintf("cm-%d", i), nil), metav1.CreateOptions{}); err != nil {
@@ -149,7 +151,7 @@ func TestASecondWriterOfOneSinkIsRefusedNamingTheFirstOrWithWaitTakesOverAfterAC
 	})
 
 	// A PostgreSQL restart drops the lock with every session; the survivor takes it again.
-	if err := pg.Restart(ctx); err != nil {
+	if err := priv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, func() error {
