@@ -2,6 +2,12 @@
 // stops them when the test (or the package's TestMain) ends: etcd + kube-apiserver
 // (kube*.go), PostgreSQL (postgres.go) and a Kafka-protocol broker (kafka.go).
 //
+// A bare Kube has no controllers, scheduler or nodes: fast, and right for tests that write
+// their own objects. Cluster mode (NewCluster, kube_cluster.go) adds kube-controller-manager,
+// kube-scheduler and KWOK simulating nodes and pod lifecycles, with workload helpers
+// (kube_workload.go: nodes, Deployments rolled out, scaled and deleted, a wait until the
+// cluster settles), for tests and benchmarks that need the changes a real cluster makes.
+//
 // Every server keeps its log in a file; on failure the tail is printed. A missing
 // prerequisite fails the test with a message saying how to get it: nothing is skipped.
 //
