@@ -30,6 +30,6 @@ COPY --from=build --chown=65532:65532 /out/var/lib/kube-cdc /var/lib/kube-cdc
 COPY --from=build /out/kube-cdc /kube-cdc
 WORKDIR /var/lib/kube-cdc
 USER 65532:65532
-EXPOSE 9090
+EXPOSE 9464
 ENTRYPOINT ["/kube-cdc"]
 CMD ["run", "-c", "/etc/kube-cdc/config.yaml"]

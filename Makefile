@@ -20,7 +20,7 @@ image: ## Build the container image (needs a Docker engine).
 build: ## Build bin/kube-cdc.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/kube-cdc/kube-cdc/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/kube-cdc ./cmd/kube-cdc
 
-testbin: ## Build kube-apiserver and etcd for the tests into a cache outside the repo (once).
+testbin: ## Build kube-apiserver, etcd and etcdutl for the tests into a cache outside the repo (once).
 	@hack/testbin/build.sh >/dev/null
 
 test: testbin ## Run every test (unit, integration, end-to-end) with -race against real servers.

@@ -99,7 +99,7 @@ func TestStatusShowsTheCheckpointAndObjectCountsPerResource(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
-	want := regexp.MustCompile(`warehouse\s+configmaps\s+[0-9a-f]{12}\s+` + strconv.FormatInt(rv, 10) + `\s+\S+\s+2\s+0`)
+	want := regexp.MustCompile(`warehouse\s+configmaps\s+namespace=` + regexp.QuoteMeta(ns) + `\s+` + strconv.FormatInt(rv, 10) + `\s+\S+\s+2\s+0`)
 	if !want.MatchString(out) {
 		t.Errorf("no status row for configmaps with checkpoint %d and 2 live objects:\n%s", rv, out)
 	}
@@ -142,7 +142,7 @@ metrics: {address: %q}
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
-	if !regexp.MustCompile(`out\s+configmaps\s+[0-9a-f]{12}\s+[1-9][0-9]*\s+-\s+4\s+-`).MatchString(out) {
+	if !regexp.MustCompile(`out\s+configmaps\s+namespace=` + regexp.QuoteMeta(ns) + `\s+[1-9][0-9]*\s+-\s+4\s+-`).MatchString(out) {
 		t.Errorf("no status row for the stdout sink with a checkpoint and 4 live keys:\n%s", out)
 	}
 }

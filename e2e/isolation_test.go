@@ -276,7 +276,7 @@ func TestAResourceWhoseCRDIsAbsentAtStartWaitsForItWhileTheOthersSyncAndIsStream
 		t.Errorf("%d warn lines saying %s is degraded, want 1 however often it is retried", n, gizmos)
 	}
 	code, out = runCLI(t, "status", "-c", cfg)
-	if code != 0 || !regexp.MustCompile(`DEGRADED: resource `+regexp.QuoteMeta(gizmos)+` \(scope \w+\): not served for \d+s: .*does not serve it`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`DEGRADED: resource `+regexp.QuoteMeta(gizmos)+` \(scope namespace=`+regexp.QuoteMeta(ns)+`\): not served for \d+s: .*does not serve it`).MatchString(out) {
 		t.Errorf("status: exit %d, want a DEGRADED line naming %s, not served:\n%s", code, gizmos, out)
 	}
 

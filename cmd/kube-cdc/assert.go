@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
@@ -24,4 +25,5 @@ var (
 	_ pipeline.ScopeKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.EpochKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.Streamer       = (*source.Stream)(nil)
+	_ source.RelistObserver   = (*metrics.Metrics)(nil)
 )

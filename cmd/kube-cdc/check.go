@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
@@ -69,11 +71,18 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 		return
 	}
 	t.result("apiserver", nil, src.rest.Host+" "+v.GitVersion)
+	checkIdentity(ctx, src, t)
 
 	// As run resolves them: a name a CRD could serve later is a target that waits. check
 	// still fails its row (the resource does not stream until its CRD is installed), and
 	// checks the others.
 	targets, err := source.ResolveOrWait(src.clients.Discovery, sourceSpecs(cfg))
+	var served []change.Resource // each once, for the sinks' per-resource checks
+	for _, tg := range targets {
+		if !tg.Waiting && !slices.ContainsFunc(served, func(r change.Resource) bool { return r.ID() == tg.Resource.ID() }) {
+			served = append(served, tg.Resource)
+		}
+	}
 	if err != nil {
 		t.result("resources", err, "")
 	} else if cs, err := kubernetes.NewForConfig(src.rest); err != nil {
@@ -101,5 +110,8 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 			err = s.Close()
 		}
 		t.result("sink "+sc.Name, err, sc.Type+" reachable")
+		if err == nil && sc.Type == config.SinkKafka {
+			checkDeadLetters(ctx, cfg, sc, served, t)
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -135,6 +137,11 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		p := pipeline.New(popts, sinks, pipelineTargets(cfg, src, resolution, targets, log, m))
 		running.Store(p)
 		defer running.Store(nil)
+		if cs, err := kubernetes.NewForConfig(src.rest); err == nil {
+			sctx, stopSignals := context.WithCancel(gctx)
+			defer stopSignals()
+			go serveSignals(sctx, cfg, cs, p, log) // resnapshot requests (resnapshot.go)
+		}
 		return p.Run(gctx)
 	}
 	g.Go(func() error {
@@ -168,9 +175,11 @@ func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) p
 		MaxWait:     cfg.Pipeline.MaxWait,
 		Buffer:      cfg.Pipeline.Buffer,
 		DetachAfter: cfg.Pipeline.DetachAfter,
-		Log:         log,
-		Metrics:     m,
-		Abandon:     func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) },
+		// Progress lines of relists (pipeline/progress.go).
+		ProgressInterval: cfg.Log.ProgressInterval,
+		Log:              log,
+		Metrics:          m,
+		Abandon:          func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) },
 	}
 }
 
@@ -189,12 +198,14 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Res
 	// The digest key goes nowhere else: not into a log, not into a metric label.
 	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, DigestKey: cfg.Transforms.Key(), Drop: cfg.Transforms.Drop}
 	out := make([]pipeline.Target, len(targets))
+	resync := resyncIntervals(cfg, len(targets), log)
+	listModes := &source.ListModes{} // what listMode auto found, once per resource
 	for i, t := range targets {
 		// The targets of one resource share their Scopes: which keys each relist examines,
 		// and whether an object a relist or watch no longer shows left every scope.
 		_, scopes := resolution.Target(i)
 		out[i] = pipeline.Target{Resource: t.Resource, Owns: scopes.Owns(t), Lookup: resolution.Lookup(i), Sweeps: scopes.Sweeps(t),
-			Current: resolution.Current(i), ServerRV: resolution.ServerRV(i),
+			Current: resolution.Current(i), ServerRV: resolution.ServerRV(i), Resync: resync[i],
 			Resolve: func(ctx context.Context) (change.Resource, error) { return resolution.Resolve(ctx, i) },
 			NewStream: func() pipeline.Streamer {
 				t, scopes := resolution.Target(i)
@@ -206,8 +217,34 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Res
 					Transform: tr,
 					Log:       log,
 					Observer:  m,
+
+					ListMode:     source.ListMode(cfg.Kubernetes.ListMode),
+					ListModes:    listModes,
+					RelistJitter: cfg.Kubernetes.RelistJitter,
 				}
 			}}
+	}
+	return out
+}
+
+// resyncIntervals is each target's resync interval (config.ResyncOf of the resource it
+// came from). A resource with several namespaces resolves to one target per namespace
+// (source.Resolve), in the order of the configuration.
+func resyncIntervals(cfg *config.Config, targets int, log *slog.Logger) []time.Duration {
+	var out []time.Duration
+	for i, r := range cfg.Resources {
+		n := len(slices.Compact(slices.Sorted(slices.Values(r.Namespaces))))
+		for range max(n, 1) {
+			out = append(out, cfg.ResyncOf(i))
+		}
+	}
+	if len(out) != targets {
+		log.Warn("cannot tell which resource each stream came from; every resource resyncs every pipeline.resync",
+			"resources", len(cfg.Resources), "streams", targets)
+		out = make([]time.Duration, targets)
+		for i := range out {
+			out[i] = cfg.Pipeline.Resync
+		}
 	}
 	return out
 }

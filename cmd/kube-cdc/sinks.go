@@ -52,7 +52,11 @@ func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog
 		if err != nil {
 			return nil, err
 		}
-		return stdout.New(sc.Name, os.Stdout, store), nil
+		opts := stdout.Options{Cluster: cfg.Cluster}
+		if sc.Stdout != nil {
+			opts.ResolvedInterval = sc.Stdout.ResolvedInterval
+		}
+		return stdout.New(sc.Name, os.Stdout, store, opts), nil
 	case config.SinkKafka:
 		return openKafka(ctx, cfg, sc, log)
 	}

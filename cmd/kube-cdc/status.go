@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,106 +22,137 @@ import (
 )
 
 func newStatusCmd() *cobra.Command {
-	return configCommand("status", "Show, per sink and resource, the checkpoint RV, its age and object counts", func(cmd *cobra.Command, cfg *config.Config) error {
-		w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-		defer w.Flush()
-		fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED\tQUARANTINED")
-		var targets []source.Target // resolved once, for the sinks that need them
-		var writers []string        // after the table: who writes each PostgreSQL sink, Kafka's quarantined changes
-		for _, sc := range cfg.Sinks {
-			if sc.Type == config.SinkPostgres {
-				ws, err := postgresStatus(cmd.Context(), w, cfg, sc)
-				if err != nil {
-					return err
-				}
-				writers = append(writers, ws...)
-				continue
-			}
-			if targets == nil {
-				src, err := connectSource(cfg)
-				if err != nil {
-					return err
-				}
-				// As run resolves them: a resource waiting for its CRD still has checkpoints.
-				if targets, err = source.ResolveOrWait(src.clients.Discovery, sourceSpecs(cfg)); err != nil {
-					return err
-				}
-			}
-			lines, err := storeStatus(cmd.Context(), w, cfg, sc, targets)
-			if err != nil {
-				return err
-			}
-			writers = append(writers, lines...)
+	var output string
+	cmd := configCommand("status", "Show, per sink and resource, the checkpoint RV, its age and object counts", func(cmd *cobra.Command, cfg *config.Config) error {
+		if err := checkStatusFormat(output); err != nil {
+			return err
 		}
-		w.Flush()
-		for _, line := range writers {
-			fmt.Fprintln(cmd.OutOrStdout(), line)
+		r, err := readStatus(cmd.Context(), cfg)
+		if err != nil {
+			return err
 		}
-		for _, line := range resourceStates(cmd.Context(), cfg) {
-			fmt.Fprintln(cmd.OutOrStdout(), line)
-		}
-		return nil
+		return writeStatus(cmd.OutOrStdout(), r, output, time.Now())
 	})
+	cmd.Long = `Show, per sink, resource and scope, the checkpoint (resourceVersion, age, epoch), the
+object counts and the quarantined changes; who writes each PostgreSQL sink (its writer
+lock's holder and waiters); and, asked of the running kube-cdc at metrics.address, the
+resources it does not stream now. A scope is shown by its namespaces and selectors.
+-o json and -o yaml print the same as a document (field names in docs/operations.md).`
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
 }
 
-func scopeColumn(scope string) string {
-	if scope == "" {
-		return "-"
+// readStatus reads every configured sink's checkpoints and counts, and asks the running
+// daemon about degraded resources.
+func readStatus(ctx context.Context, cfg *config.Config) (*statusReport, error) {
+	r := &statusReport{Cluster: cfg.Cluster, Sinks: []sinkStatus{}}
+	scopes := configuredScopes(cfg)
+	var targets []source.Target // resolved once, for the sinks that need them
+	for _, sc := range cfg.Sinks {
+		if sc.Type == config.SinkPostgres {
+			s, err := postgresStatus(ctx, cfg, sc, scopes)
+			if err != nil {
+				return nil, err
+			}
+			r.Sinks = append(r.Sinks, s)
+			continue
+		}
+		if targets == nil {
+			src, err := connectSource(cfg)
+			if err != nil {
+				return nil, err
+			}
+			// As run resolves them: a resource waiting for its CRD still has checkpoints.
+			if targets, err = source.ResolveOrWait(src.clients.Discovery, sourceSpecs(cfg)); err != nil {
+				return nil, err
+			}
+		}
+		s, err := storeStatus(ctx, cfg, sc, targets)
+		if err != nil {
+			return nil, err
+		}
+		r.Sinks = append(r.Sinks, s)
 	}
-	return scope
+	r.Daemon = daemonState(ctx, cfg, scopes)
+	return r, nil
 }
 
-// postgresStatus reads the sink's own tables: checkpoints with their age, object counts,
-// and the changes in quarantine that no later version has replaced. It returns lines
-// naming the running kube-cdc process that writes the sink (the holder of its writer
-// lock) and those waiting to take over.
-func postgresStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink) ([]string, error) {
+// postgresStatus reads the sink's own tables: checkpoints with their time and epoch,
+// object counts, the changes in quarantine that no later version has replaced, and the
+// running kube-cdc processes that hold and wait for its writer lock.
+func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]scopeContent) (sinkStatus, error) {
+	out := sinkStatus{Name: sc.Name, Type: sc.Type, CheckpointStore: "postgres", Resources: []resourceStatus{}}
 	o := *sc.Postgres
 	o.Migrate = false
 	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	defer s.Close()
 	rows, err := s.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+		return out, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
-	var lines []string
-	for _, r := range rows {
-		id := change.Resource{Group: r.Group, Resource: r.Resource}.ID()
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", r.Sink, id, scopeColumn(r.Scope), r.Checkpoint,
-			time.Since(r.UpdatedAt).Round(time.Second), r.Live, r.Deleted, r.Quarantined)
-		if r.Epoch > 0 {
-			line := fmt.Sprintf("sink %s: %s %s: epoch %d: the cluster went back in time (an etcd restore?)", r.Sink, id, scopeColumn(r.Scope), r.Epoch)
-			if r.EpochReason != "" {
-				line += fmt.Sprintf(", found %s (%s)", r.EpochSince.UTC().Format(time.RFC3339), r.EpochReason)
-			}
-			lines = append(lines, line)
+	quarantined, err := s.QuarantinedChanges(ctx, statusQuarantineList)
+	if err != nil {
+		return out, fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	for _, row := range rows {
+		if row.Sink != sc.Name {
+			continue // another sink's, in a schema two sinks share
 		}
+		res := change.Resource{Group: row.Group, Resource: row.Resource}
+		updated := row.UpdatedAt
+		rs := resourceStatus{
+			Resource: res.ID(), Scope: scopeOf(scopes, row.Scope), ScopeID: row.Scope,
+			Checkpoint: checkpointStatus{ResourceVersion: row.Checkpoint.String(), UpdatedAt: &updated, Epoch: row.Epoch},
+			Objects:    objectCounts{Live: row.Live, Deleted: ptr(row.Deleted), Quarantined: ptr(row.Quarantined)},
+		}
+		if row.Epoch > 0 {
+			tt := &timeTravel{Reason: row.EpochReason}
+			if !row.EpochSince.IsZero() {
+				since := row.EpochSince
+				tt.DetectedAt = &since
+			}
+			rs.Checkpoint.TimeTravel = tt
+		}
+		for _, q := range quarantined {
+			if q.Group == row.Group && q.Resource == row.Resource {
+				at := q.QuarantinedAt
+				rs.Quarantined = append(rs.Quarantined, quarantinedChange{Namespace: q.Key.Namespace, Name: q.Key.Name,
+					UID: q.UID, ResourceVersion: q.RV.String(), Op: q.Op, Reason: q.Reason, QuarantinedAt: &at})
+			}
+		}
+		out.Resources = append(out.Resources, rs)
 	}
 	ws, err := s.Writers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+		return out, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
-	if len(ws) == 0 {
-		return append(lines, fmt.Sprintf("sink %s: no running kube-cdc writes it", sc.Name)), nil
-	}
+	out.WriterLock = &writerLock{Waiters: []writerStatus{}}
 	for _, wr := range ws {
-		verb := "written by"
-		if !wr.Holds {
-			verb = "waiting to take over (--wait):"
+		st := writerStatus{Application: wr.Application, BackendPID: wr.PID, Client: wr.Client}
+		if !wr.Since.IsZero() {
+			since := wr.Since
+			st.ConnectedAt = &since
 		}
-		lines = append(lines, fmt.Sprintf("sink %s: %s %s", sc.Name, verb, wr))
+		if wr.Holds && out.WriterLock.Holder == nil {
+			out.WriterLock.Holder = &st
+		} else {
+			out.WriterLock.Waiters = append(out.WriterLock.Waiters, st)
+		}
 	}
-	return lines, nil
+	return out, nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // storeStatus reads a kafka or stdout sink's checkpoint store: the checkpoint and the
 // number of live keys per configured resource (the store keeps no times or tombstones).
-// For a kafka sink it also counts the quarantined changes no later version replaced and
-// returns lines naming them (kafkaQuarantine).
-func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config.Sink, targets []source.Target) ([]string, error) {
+// For a kafka sink it also counts and names the quarantined changes no later version
+// replaced (kafkaQuarantine).
+func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []source.Target) (sinkStatus, error) {
+	out := sinkStatus{Name: sc.Name, Type: sc.Type, CheckpointStore: sc.Checkpoint.Type, Resources: []resourceStatus{}}
 	var store checkpoint.Store
 	var err error
 	switch sc.Type {
@@ -134,14 +162,13 @@ func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config
 		store, err = openStore(sc)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
+		return out, fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
 	}
 	if store == (checkpoint.None{}) {
-		fmt.Fprintf(w, "%s\t(no checkpoint store: relists at every start)\t\t\t\t\t\t\n", sc.Name)
-		return nil, nil
+		out.CheckpointStore = "none"
+		return out, nil
 	}
 	defer store.Close()
-	var lines []string
 	type quarantine struct {
 		q   map[change.Key]kafka.QuarantinedRecord
 		err error
@@ -150,39 +177,46 @@ func storeStatus(ctx context.Context, w io.Writer, cfg *config.Config, sc config
 	for _, t := range targets {
 		ck, err := store.Load(ctx, sc.Name, t.Resource)
 		if err != nil {
-			return nil, fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
+			return out, fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
 		}
 		r, ok := read[t.Resource.ID()]
 		if !ok {
 			r.q, r.err = kafkaQuarantine(ctx, cfg, sc, t.Resource)
 			read[t.Resource.ID()] = r
+			if r.err != nil {
+				out.Errors = append(out.Errors, r.err.Error())
+			}
 		}
-		q, qerr := r.q, r.err
 		var held []kafka.QuarantinedRecord
-		owns, live := t.Owns(), 0
+		owns := t.Owns()
+		content := contentOf(t)
+		rs := resourceStatus{Resource: t.Resource.ID(), Scope: &content, ScopeID: t.Resource.Scope,
+			Checkpoint: checkpointStatus{ResourceVersion: ck.String()}}
 		if err := store.KeyIndex(ctx, sc.Name, t.Resource, func(k change.Key, e change.Entry) error {
 			if owns == nil || owns(k) {
-				live++
-				if r, ok := q[k]; ok && r.UID == e.UID && r.RV == e.RV {
-					held = append(held, r) // the key's record is still the stub
+				rs.Objects.Live++
+				if qr, ok := r.q[k]; ok && qr.UID == e.UID && qr.RV == e.RV {
+					held = append(held, qr) // the key's record is still the stub
 				}
 			}
 			return nil
 		}); err != nil {
-			return nil, fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
+			return out, fmt.Errorf("sink %s: %s: %w", sc.Name, t.Resource.ID(), err)
 		}
-		quarantined := "-"
-		switch {
-		case qerr != nil:
-			quarantined = "?"
-			lines = append(lines, qerr.Error())
-		case q != nil:
-			quarantined = strconv.Itoa(len(held))
+		if r.err == nil && r.q != nil {
+			rs.Objects.Quarantined = ptr(int64(len(held)))
+			slices.SortFunc(held, func(a, b kafka.QuarantinedRecord) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+			for i, qr := range held {
+				if i == statusQuarantineList {
+					break
+				}
+				rs.Quarantined = append(rs.Quarantined, quarantinedChange{Namespace: qr.Key.Namespace, Name: qr.Key.Name,
+					UID: qr.UID, ResourceVersion: qr.RV.String(), Op: qr.Op, Reason: qr.Reason, Bytes: qr.Size, Topic: qr.Topic})
+			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t-\t%d\t-\t%s\n", sc.Name, t.Resource.ID(), scopeColumn(t.Resource.Scope), ck, live, quarantined)
-		lines = append(lines, quarantineLines(sc.Name, t.Resource, held)...)
+		out.Resources = append(out.Resources, rs)
 	}
-	return lines, nil
+	return out, nil
 }
 
 // Bounds of what status reads and prints of a Kafka sink's quarantine.
@@ -204,44 +238,30 @@ func kafkaQuarantine(ctx context.Context, cfg *config.Config, sc config.Sink, re
 	return q, nil
 }
 
-// quarantineLines names the quarantined changes of res still standing as stubs, at most
-// statusQuarantineList of them.
-func quarantineLines(sink string, res change.Resource, held []kafka.QuarantinedRecord) []string {
-	slices.SortFunc(held, func(a, b kafka.QuarantinedRecord) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-	var lines []string
-	for i, r := range held {
-		if i == statusQuarantineList {
-			lines = append(lines, fmt.Sprintf("sink %s: %s: %d more quarantined (dead-letter topic %s)", sink, res.ID(), len(held)-i, r.Topic))
-			break
-		}
-		lines = append(lines, fmt.Sprintf("sink %s: quarantined %s %s uid %s rv %d (%d bytes): %s; the change is in %s",
-			sink, res.ID(), r.Key, r.UID, r.RV, r.Size, r.Reason, r.Topic))
-	}
-	return lines
-}
-
-// resourceStates are the lines naming the resources the running daemon does not stream
-// now, with the reason (RBAC revoked, a CRD not served). Only the daemon knows this, as
-// its streams meet it, and it changes by itself (permissions granted, a CRD created), so
-// status asks the daemon's metrics endpoint (/resources) rather than reading a record
+// daemonState asks the running daemon which resources it does not stream now, and why
+// (RBAC revoked, a CRD not served). Only the daemon knows this, as its streams meet it,
+// and it changes by itself (permissions granted, a CRD created), so status asks the daemon's metrics endpoint (/resources) rather than reading a record
 // in the sinks, which would go stale the moment the daemon stopped. metrics.address
 // (or --metrics-address host:port) says where; a wildcard host means this machine.
-func resourceStates(ctx context.Context, cfg *config.Config) []string {
+func daemonState(ctx context.Context, cfg *config.Config, scopes map[string]scopeContent) daemonStatus {
+	d := daemonStatus{Degraded: []degradedResource{}}
 	if cfg.Metrics.Address == "" {
-		return []string{"resources: state unknown: metrics.address is not set, and status asks the running kube-cdc at that address"}
+		d.Error = "metrics.address is not set, and status asks the running kube-cdc at that address"
+		return d
 	}
 	host, port, err := net.SplitHostPort(cfg.Metrics.Address)
 	if err != nil {
-		return []string{fmt.Sprintf("resources: state unknown: metrics.address %q: %v", cfg.Metrics.Address, err)}
+		d.Error = fmt.Sprintf("metrics.address %q: %v", cfg.Metrics.Address, err)
+		return d
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "localhost"
 	}
-	url := "http://" + net.JoinHostPort(host, port) + "/resources"
+	d.URL = "http://" + net.JoinHostPort(host, port) + "/resources"
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var answer metrics.ResourcesAnswer
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.URL, nil)
 	if err == nil {
 		var resp *http.Response
 		if resp, err = http.DefaultClient.Do(req); err == nil {
@@ -254,19 +274,13 @@ func resourceStates(ctx context.Context, cfg *config.Config) []string {
 		}
 	}
 	if err != nil {
-		return []string{fmt.Sprintf("resources: state unknown: no kube-cdc answers at %s: %v", url, err)}
+		d.Error = fmt.Sprintf("no kube-cdc answers at %s: %v", d.URL, err)
+		return d
 	}
-	if len(answer.Degraded) == 0 {
-		return []string{"resources: none degraded (kube-cdc at " + url + ")"}
+	d.Reachable = true
+	for _, g := range answer.Degraded {
+		d.Degraded = append(d.Degraded, degradedResource{Resource: g.Resource, Scope: scopeOf(scopes, g.Scope), ScopeID: g.Scope,
+			Reason: g.Reason, Error: g.Error, Since: g.Since})
 	}
-	var lines []string
-	for _, d := range answer.Degraded {
-		id := d.Resource
-		if d.Scope != "" {
-			id += " (scope " + d.Scope + ")"
-		}
-		lines = append(lines, fmt.Sprintf("DEGRADED: resource %s: %s for %s: %s", id, d.Reason,
-			time.Since(d.Since).Round(time.Second), strings.Join(strings.Fields(d.Error), " ")))
-	}
-	return lines
+	return d
 }

@@ -1,15 +1,26 @@
 // Command demo is `make demo`: a throwaway control plane (etcd + kube-apiserver) and
 // PostgreSQL on loopback, kube-cdc streaming into Postgres, a small sample workload, and
-// what landed in objects and changes. Ctrl-C stops everything.
+// what landed in objects and changes.
+//
+// The order shows both halves of kube-cdc: the workload that exists before kube-cdc starts
+// arrives through its first LIST (snapshot rows); once every resource has synced
+// (/readyz answers 200) the demo creates, updates and deletes
+// objects, which arrive through the watch as create, update and delete rows, and prints
+// one object's history. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
+// PostgreSQL, the apiserver and etcd, in that order, and exits 0.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -26,15 +37,33 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	bin := flag.String("kube-cdc", filepath.Join(testenv.RepoRoot(), "bin", "kube-cdc"), "the kube-cdc binary to run (`make build` writes the default)")
+	flag.Parse()
+	// Ctrl-C is for the demo alone: `make` dies of a SIGINT it receives, whatever its
+	// recipe does, and would end a clean stop with "make: *** … Interrupt".
+	restore := takeTerminal()
+	err := run(*bin)
+	restore()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// syncTimeout bounds the wait for kube-cdc's initial sync and for the changes made after
+// it to land; either takes a few seconds.
+const syncTimeout = 2 * time.Minute
+
+func run(bin string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer func() {
+		// Ctrl-C is how the demo ends, at any point: not an error.
+		if ctx.Err() != nil {
+			err = nil
+			fmt.Println("\nstopped.")
+		}
+	}()
 	fmt.Println("starting etcd, kube-apiserver and PostgreSQL on loopback…")
 	kube, err := testenv.StartKube(ctx, testenv.KubeOptions{})
 	if err != nil {
@@ -53,6 +82,11 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	port, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`cluster: demo
 kubernetes:
@@ -68,14 +102,153 @@ sinks:
     postgres:
       dsn: %q
 metrics:
-  address: "127.0.0.1:9090"
-`, kube.Kubeconfig, dsn)), 0o600); err != nil {
+  address: %q
+`, kube.Kubeconfig, dsn, metricsAddr)), 0o600); err != nil {
 		return err
 	}
 
-	cs := kube.Clientset()
+	fmt.Println("applying a sample workload before kube-cdc starts: ConfigMaps, a Service, Widgets (a CRD)…")
+	w := workload{kube: kube}
+	if err := w.before(ctx); err != nil {
+		return err
+	}
+
+	logPath := filepath.Join(dir, "kube-cdc.log")
+	daemon, err := startKubeCDC(bin, cfg, logPath)
+	if err != nil {
+		return err
+	}
+	defer daemon.stop()
+
+	fmt.Printf("kube-cdc started (log: %s); waiting for its initial sync (/readyz)…\n", logPath)
+	if err := daemon.waitReady(ctx, "http://"+metricsAddr+"/readyz"); err != nil {
+		return err
+	}
+	fmt.Println("synced. Now creating, updating and deleting objects while kube-cdc watches…")
+	if err := w.after(ctx); err != nil {
+		return err
+	}
+	if err := waitForChanges(ctx, dsn, w.observed); err != nil {
+		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
+	}
+	if err := show(ctx, dsn); err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"history", "configmaps", "checkout-config", "-n", "shop"},
+		{"status"},
+	} {
+		fmt.Printf("\n== kube-cdc %s ==\n", strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, bin, append(args, "-c", cfg)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("kube-cdc %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	fmt.Printf(`
+kube-cdc keeps streaming. Try:
+  KUBECONFIG=%s kubectl -n shop create configmap hello --from-literal=a=b
+  psql %q -c 'SELECT * FROM kube_cdc.changes ORDER BY id DESC LIMIT 5'
+  %s history configmaps hello -n shop -c %s
+  curl -s %s/metrics | grep kube_cdc_changes_total
+Ctrl-C stops everything.
+`, kube.Kubeconfig, dsn, bin, cfg, metricsAddr)
+	select {
+	case <-ctx.Done():
+	case <-daemon.done:
+		return fmt.Errorf("kube-cdc exited: %v\n%s", daemon.err, testenv.Tail(logPath, 20))
+	}
+	return nil
+}
+
+// kubeCDC is the kube-cdc process the demo runs.
+type kubeCDC struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startKubeCDC starts `kube-cdc run` with its output in logPath, in a process group of
+// its own: a Ctrl-C reaches the demo, which stops kube-cdc with SIGTERM (a flush and a
+// checkpoint) before it stops the servers kube-cdc writes to. Should the demo die, the
+// kernel sends kube-cdc SIGTERM too (Pdeathsig).
+func startKubeCDC(bin, cfg, logPath string) (*kubeCDC, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "run", "-c", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s (run `make build`): %w", bin, err)
+	}
+	k := &kubeCDC{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		k.err = cmd.Wait()
+		logf.Close()
+		close(k.done)
+	}()
+	return k, nil
+}
+
+// stop sends SIGTERM and waits for kube-cdc to exit (it flushes and commits within
+// seconds); after a minute it kills it.
+func (k *kubeCDC) stop() {
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.done:
+	case <-time.After(time.Minute):
+		_ = k.cmd.Process.Kill()
+		<-k.done
+	}
+}
+
+// waitReady polls url until it answers 200: every resource has synced.
+func (k *kubeCDC) waitReady(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-cdc did not sync within %v (%s: %s)", syncTimeout, url, last)
+		case <-k.done:
+			return fmt.Errorf("kube-cdc exited before it synced: %v", k.err)
+		case <-tick.C:
+		}
+	}
+}
+
+var widgetsGVR = schema.GroupVersionResource{Group: "demo.kube-cdc.io", Version: "v1", Resource: "widgets"}
+
+// workload is the demo's objects in namespace shop.
+type workload struct {
+	kube     *testenv.Kube
+	observed int // changes made after the sync: each is one non-snapshot changes row
+}
+
+// before creates what kube-cdc's first LIST finds.
+func (w *workload) before(ctx context.Context) error {
 	preserve := true
-	if err := kube.CreateCRD(ctx, &apiextensionsv1.CustomResourceDefinition{
+	if err := w.kube.CreateCRD(ctx, &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets.demo.kube-cdc.io"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: "demo.kube-cdc.io", Scope: apiextensionsv1.NamespaceScoped,
@@ -86,28 +259,14 @@ metrics:
 	}); err != nil {
 		return err
 	}
+	cs := w.kube.Clientset()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-
-	bin := filepath.Join(testenv.RepoRoot(), "bin", "kube-cdc")
-	cmd := exec.CommandContext(ctx, bin, "run", "-c", cfg)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s (run `make build`): %w", bin, err)
-	}
-	defer cmd.Wait()
-
-	fmt.Println("applying a sample workload: ConfigMaps, a Service, Widgets (a CRD)…")
 	for _, name := range []string{"checkout", "cart", "search"} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-config", Namespace: "shop", Labels: map[string]string{"app": name}},
 			Data: map[string]string{"replicas": "2"}}
-		if cm, err = cs.CoreV1().ConfigMaps("shop").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		cm.Data["replicas"] = "3"
-		if _, err = cs.CoreV1().ConfigMaps("shop").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		if _, err := cs.CoreV1().ConfigMaps("shop").Create(ctx, cm, metav1.CreateOptions{FieldManager: "shop-deployer"}); err != nil {
 			return err
 		}
 	}
@@ -117,7 +276,7 @@ metrics:
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	widgets := kube.Dynamic().Resource(schema.GroupVersionResource{Group: "demo.kube-cdc.io", Version: "v1", Resource: "widgets"}).Namespace("shop")
+	widgets := w.kube.Dynamic().Resource(widgetsGVR).Namespace("shop")
 	for _, name := range []string{"sprocket", "gear"} {
 		if _, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "demo.kube-cdc.io/v1", "kind": "Widget",
@@ -126,16 +285,79 @@ metrics:
 			return err
 		}
 	}
-	if err := cs.CoreV1().ConfigMaps("shop").Delete(ctx, "search-config", metav1.DeleteOptions{}); err != nil {
-		return err
-	}
-	time.Sleep(2 * time.Second)
-	if err := show(ctx, dsn); err != nil {
-		return err
-	}
-	fmt.Printf("\nkube-cdc keeps streaming. Try:\n  KUBECONFIG=%s kubectl -n shop create configmap hello --from-literal=a=b\n  psql %q -c 'SELECT * FROM kube_cdc.changes ORDER BY id DESC LIMIT 5'\n  curl -s 127.0.0.1:9090/metrics | grep kube_cdc_changes_total\nCtrl-C stops everything.\n", kube.Kubeconfig, dsn)
-	<-ctx.Done()
 	return nil
+}
+
+// after changes the workload while kube-cdc watches: a create, two updates of one
+// ConfigMap (its history), an update of a Widget by another field manager, deletes.
+func (w *workload) after(ctx context.Context) error {
+	cms := w.kube.Clientset().CoreV1().ConfigMaps("shop")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "promo-config", Namespace: "shop"},
+		Data: map[string]string{"discount": "10%"}}, metav1.CreateOptions{FieldManager: "shop-deployer"}); err != nil {
+		return err
+	}
+	w.observed++
+	for _, edit := range []struct{ key, value string }{{"replicas", "3"}, {"timeout", "30s"}} {
+		cm, err := cms.Get(ctx, "checkout-config", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cm.Data[edit.key] = edit.value
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "shop-deployer"}); err != nil {
+			return err
+		}
+		w.observed++
+	}
+	widgets := w.kube.Dynamic().Resource(widgetsGVR).Namespace("shop")
+	sprocket, err := widgets.Get(ctx, "sprocket", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(sprocket.Object, "red", "spec", "color"); err != nil {
+		return err
+	}
+	if _, err := widgets.Update(ctx, sprocket, metav1.UpdateOptions{FieldManager: "painter"}); err != nil {
+		return err
+	}
+	w.observed++
+	if err := cms.Delete(ctx, "search-config", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	w.observed++
+	if err := widgets.Delete(ctx, "gear", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	w.observed++
+	return nil
+}
+
+// waitForChanges waits until the sink holds n watched (non-snapshot) changes of namespace
+// shop.
+func waitForChanges(ctx context.Context, dsn string, n int) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var got int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = 'shop' AND NOT snapshot`).Scan(&got)
+		if err == nil && got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("the sink holds %d of the %d changes made after the sync within %v (%v)", got, n, syncTimeout, err)
+			}
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 func show(ctx context.Context, dsn string) error {
@@ -143,10 +365,10 @@ func show(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(ctx)
+	defer conn.Close(context.WithoutCancel(ctx))
 	for _, q := range []struct{ title, sql string }{
 		{"objects (current state)", `SELECT resource, namespace, name, resource_version, coalesce(deleted_at::text, '') AS deleted_at, changed_by FROM kube_cdc.objects WHERE namespace IN ('shop', '') ORDER BY resource, namespace, name`},
-		{"changes (audit trail)", `SELECT id, resource, namespace, name, op, resource_version, snapshot, inferred FROM kube_cdc.changes WHERE namespace IN ('shop', '') ORDER BY id`},
+		{"changes (audit trail: snapshot rows from the first LIST, then what the watch saw)", `SELECT id, resource, namespace, name, op, resource_version, snapshot, inferred, changed_by FROM kube_cdc.changes WHERE namespace = 'shop' OR resource = 'namespaces' AND name = 'shop' ORDER BY id`},
 	} {
 		rows, err := conn.Query(ctx, q.sql)
 		if err != nil {
@@ -176,6 +398,9 @@ func show(ctx context.Context, dsn string) error {
 		}
 		rows.Close()
 		w.Flush()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -180,6 +180,10 @@ type Entry struct {
 	UID   string
 	RV    RV
 	Epoch int // the epoch the version was written in (Change.Epoch)
+	// Drifted says the sink's copy is no longer what kube-cdc wrote of this version (a
+	// row edited by hand): the reconcile diff rewrites it although (uid, RV) match. Only
+	// a sink that can tell sets it (PostgreSQL); the others can lose keys, never edit them.
+	Drifted bool
 }
 
 // InferredDeleteBefore is the inferred delete (ReasonRecreated) of held, the object a

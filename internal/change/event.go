@@ -29,4 +29,8 @@ type Event struct {
 	Type   EventType
 	Change Change // Changed, Listed
 	RV     RV     // RelistEnd, Progress
+	// ListTotal is, on a Listed event, an estimate of how many objects the relist lists in
+	// all (those listed so far plus the LIST's metadata.remainingItemCount); 0 when the
+	// server gives none (a LIST under a selector). It feeds progress lines only.
+	ListTotal int
 }

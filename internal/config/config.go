@@ -39,6 +39,14 @@ type Kubernetes struct {
 	Compression bool `koanf:"compression"`
 	// PageSize is the LIST page size (limit). Default 500.
 	PageSize int64 `koanf:"pageSize"`
+	// ListMode says how a relist reads a collection: auto (a streaming list where the
+	// server supports it, found out once per resource, else a paged LIST), stream
+	// (WatchList only; a server without it is an error) or paged. Default auto.
+	ListMode string `koanf:"listMode"`
+	// RelistJitter: after 410 Gone (or a time travel) each resource waits a random delay
+	// up to this long before it relists, so that an apiserver restart does not make every
+	// resource LIST at once. Default 5s; 0 relists at once.
+	RelistJitter time.Duration `koanf:"relistJitter"`
 }
 
 // Resource is one resource to stream.
@@ -50,6 +58,17 @@ type Resource struct {
 	Namespaces    []string `koanf:"namespaces"`
 	LabelSelector string   `koanf:"labelSelector"`
 	FieldSelector string   `koanf:"fieldSelector"`
+	// Resync overrides pipeline.resync for this resource ("0s" turns it off here). Unset
+	// (nil): pipeline.resync.
+	Resync *time.Duration `koanf:"resync"`
+}
+
+// ResyncOf is resource i's resync interval: its own, else pipeline.resync; 0 for none.
+func (c *Config) ResyncOf(i int) time.Duration {
+	if r := c.Resources[i].Resync; r != nil {
+		return *r
+	}
+	return c.Pipeline.Resync
 }
 
 // Transforms are applied to every object before any sink sees it.
@@ -94,6 +113,11 @@ type Pipeline struct {
 	// DetachAfter: with several sinks, one whose queue stays full this long is detached
 	// from the shared stream and catches up later from its own checkpoint. Default 10s.
 	DetachAfter time.Duration `koanf:"detachAfter"`
+	// Resync relists every resource about this often (±15%) in the background: the
+	// reconcile diff repairs drift (rows edited or deleted behind kube-cdc's back, missed
+	// events), logs it at warn and counts it (kube_cdc_drift_total); an unchanged resource
+	// writes nothing. resources[].resync overrides it. Default 0: off.
+	Resync time.Duration `koanf:"resync"`
 }
 
 // Sink types.
@@ -116,12 +140,24 @@ type Sink struct {
 	Checkpoint checkpoint.Options `koanf:"checkpoint"`
 }
 
-// StdoutOptions configures the stdout sink. It has no keys yet; `stdout: {}` is accepted.
-type StdoutOptions struct{}
+// StdoutOptions configures the stdout sink.
+type StdoutOptions struct {
+	// ResolvedInterval is how often the sink prints a resolved line for each resource whose
+	// watermark moved (README.md, "Resolved watermarks"). Default 0: none.
+	ResolvedInterval time.Duration `koanf:"resolvedInterval"`
+}
+
+// DefaultMetricsAddress is metrics.address's default: loopback, so that a kube-cdc run on
+// a workstation serves nothing to the network, on 9464, the port OpenTelemetry assigns to
+// an application's own Prometheus endpoint. 9090 is Prometheus's own, 9091 and 9093 its
+// Pushgateway's and Alertmanager's, 9092 Kafka's, and the exporters' registry fills
+// 9100–9999.
+const DefaultMetricsAddress = "127.0.0.1:9464"
 
 // Metrics configures the /metrics, /healthz and /readyz endpoint.
 type Metrics struct {
-	// Address to listen on. Default ":9090"; "" disables the endpoint.
+	// Address to listen on. Default DefaultMetricsAddress (this machine only); in a
+	// container, ":9464" (every interface) for probes and scrapes. "" disables the endpoint.
 	Address string `koanf:"address"`
 	// Pprof also serves Go's /debug/pprof/ profiles on that address. Default false.
 	Pprof bool `koanf:"pprof"`
@@ -131,6 +167,9 @@ type Metrics struct {
 type Log struct {
 	Level  string `koanf:"level"`  // debug | info | warn | error, default info
 	Format string `koanf:"format"` // text | json, default text
+	// ProgressInterval spaces the "relisting" lines each relist logs at info (objects
+	// listed and written, rate, time left); default 5s.
+	ProgressInterval time.Duration `koanf:"progressInterval"`
 }
 
 // LeaderElection lets standby replicas take over through a coordination.k8s.io Lease.

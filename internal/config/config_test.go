@@ -50,11 +50,11 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 	}
 	want := Config{
 		Cluster:    "default",
-		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500},
+		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "auto", RelistJitter: 5 * time.Second},
 		Transforms: Transforms{RedactSecrets: true},
 		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 10 * time.Millisecond, Buffer: 256, DetachAfter: 10 * time.Second},
-		Metrics:    Metrics{Address: ":9090"},
-		Log:        Log{Level: "info", Format: "text"},
+		Metrics:    Metrics{Address: "127.0.0.1:9464"},
+		Log:        Log{Level: "info", Format: "text", ProgressInterval: 5 * time.Second},
 		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
@@ -455,6 +455,43 @@ func TestKafkaRecordLimitAndDeadLetterTopic(t *testing.T) {
 		_, err := load(t, sink(tt.opts))
 		if err == nil || !strings.Contains(err.Error(), tt.key) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error naming %s with %q", tt.opts, err, tt.key, tt.want)
+		}
+	}
+}
+
+// resources[].resync overrides pipeline.resync for its resource: unset takes the global
+// interval, "0s" turns resyncs of that resource off while others keep theirs, and a
+// negative or malformed interval names the key.
+func TestAResourcesResyncOverridesTheGlobalOneAndZeroTurnsItOffForThatResourceOnly(t *testing.T) {
+	c := mustLoad(t, `pipeline: {resync: 10m}
+resources:
+  - name: configmaps
+  - {name: deployments, resync: 30s}
+  - {name: pods, resync: 0s}
+`)
+	for i, want := range []time.Duration{10 * time.Minute, 30 * time.Second, 0} {
+		if got := c.ResyncOf(i); got != want {
+			t.Errorf("ResyncOf(%d) (%s) = %v, want %v", i, c.Resources[i].Name, got, want)
+		}
+	}
+	c = mustLoad(t, "resources: [{name: configmaps}, {name: deployments, resync: 1h}]")
+	if got := c.ResyncOf(0); got != 0 {
+		t.Errorf("without pipeline.resync, a resource without its own resyncs every %v, want never (0)", got)
+	}
+	if got := c.ResyncOf(1); got != time.Hour {
+		t.Errorf("without pipeline.resync, resources[1].resync 1h gives %v", got)
+	}
+	c = mustLoad(t, "resources: [{name: configmaps}]", "KUBE_CDC_RESOURCES__0__RESYNC=2m")
+	if got := c.ResyncOf(0); got != 2*time.Minute {
+		t.Errorf("resources[0].resync from the environment: %v, want 2m", got)
+	}
+	for _, tt := range []struct{ yaml, key, want string }{
+		{"resources: [{name: configmaps}, {name: deployments, resync: -1s}]", "resources[1].resync", "must not be negative"},
+		{"resources: [{name: configmaps, resync: often}]", "resources[0].resync", `expected a duration like "10s", got "often"`},
+		{"pipeline: {resync: -5m}", "pipeline.resync", "must not be negative"},
+	} {
+		if _, err := load(t, tt.yaml); err == nil || !strings.Contains(err.Error(), tt.key) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error naming %s with %q", tt.yaml, err, tt.key, tt.want)
 		}
 	}
 }

@@ -25,15 +25,19 @@ func defaults() map[string]any {
 		"kubernetes.burst":             100,
 		"kubernetes.compression":       false,
 		"kubernetes.pageSize":          500,
+		"kubernetes.listMode":          "auto",
+		"kubernetes.relistJitter":      5 * time.Second,
 		"transforms.redactSecrets":     true,
 		"pipeline.batchSize":           pipeline.DefaultBatchSize,
 		"pipeline.batchBytes":          pipeline.DefaultBatchBytes,
 		"pipeline.maxWait":             pipeline.DefaultMaxWait,
 		"pipeline.buffer":              pipeline.DefaultBuffer,
 		"pipeline.detachAfter":         pipeline.DefaultDetachAfter,
-		"metrics.address":              ":9090",
+		"pipeline.resync":              time.Duration(0),
+		"metrics.address":              DefaultMetricsAddress,
 		"log.level":                    "info",
 		"log.format":                   "text",
+		"log.progressInterval":         pipeline.DefaultProgressInterval,
 		"leaderElection.enabled":       false,
 		"leaderElection.namespace":     "default",
 		"leaderElection.name":          "kube-cdc",
@@ -70,12 +74,14 @@ func sinkDefaults(typ string) map[string]any {
 				"writeTimeout":      kafka.DefaultWriteTimeout,
 				"maxMessageBytes":   0, // what the brokers accept
 				"deadLetterTopic":   kafka.DefaultDeadLetterTopic,
+				"resolvedInterval":  time.Duration(0), // no resolved records
+				"resolvedTopic":     kafka.DefaultResolvedTopic,
 			},
 			"checkpoint": checkpointDefaults(kafka.DefaultCheckpointType),
 		}
 	case SinkStdout:
 		return map[string]any{
-			"stdout":     map[string]any{},
+			"stdout":     map[string]any{"resolvedInterval": time.Duration(0)},
 			"checkpoint": checkpointDefaults(stdout.DefaultCheckpointType),
 		}
 	}

@@ -41,7 +41,7 @@ func walkKeys(t reflect.Type, prefix string, out *[]keyInfo) {
 		case ft.Kind() == reflect.Struct:
 			n := len(*out)
 			walkKeys(ft, path, out)
-			if len(*out) == n { // a struct without keys, like StdoutOptions, is a leaf
+			if len(*out) == n { // a struct without keys is a leaf
 				*out = append(*out, keyInfo{path: path, typ: ft})
 			}
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:

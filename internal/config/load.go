@@ -48,7 +48,7 @@ func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String("context", "", "kubeconfig context (key kubernetes.context; default the current context)")
 	fs.String("log-level", "", "debug, info, warn or error (key log.level, default info)")
 	fs.String("log-format", "", "text or json (key log.format, default text)")
-	fs.String("metrics-address", "", `address of /metrics, /healthz and /readyz (key metrics.address, default ":9090"; "" disables)`)
+	fs.String("metrics-address", "", `address of /metrics, /healthz and /readyz (key metrics.address, default "`+DefaultMetricsAddress+`"; "" disables)`)
 }
 
 // Load reads the layers of opts over the defaults, fills per-sink defaults, decodes and

@@ -63,6 +63,10 @@ func (c *Config) validateKubernetes() error {
 		return keyErrorf("kubernetes.burst", "must be greater than 0, got %d", k.Burst)
 	case k.PageSize <= 0:
 		return keyErrorf("kubernetes.pageSize", "must be greater than 0, got %d", k.PageSize)
+	case !contains(listModes, k.ListMode):
+		return keyErrorf("kubernetes.listMode", "unknown list mode %q (want %s)", k.ListMode, strings.Join(listModes, ", "))
+	case k.RelistJitter < 0:
+		return keyErrorf("kubernetes.relistJitter", "must not be negative (0 relists at once), got %v", k.RelistJitter)
 	}
 	return nil
 }
@@ -160,6 +164,14 @@ func (c *Config) validatePipeline() error {
 	if p.DetachAfter < 0 {
 		return keyErrorf("pipeline.detachAfter", "must not be negative, got %v", p.DetachAfter)
 	}
+	if p.Resync < 0 {
+		return keyErrorf("pipeline.resync", "must not be negative (0 turns resyncs off), got %v", p.Resync)
+	}
+	for i, r := range c.Resources {
+		if r.Resync != nil && *r.Resync < 0 {
+			return keyErrorf(fmt.Sprintf("resources[%d].resync", i), "must not be negative (0 turns resyncs of this resource off), got %v", *r.Resync)
+		}
+	}
 	return nil
 }
 
@@ -201,6 +213,10 @@ func (c *Config) validateSinks() error {
 			err = validatePostgres(key, &s)
 		case SinkKafka:
 			err = validateKafka(key, &s)
+		case SinkStdout:
+			if s.Stdout != nil && s.Stdout.ResolvedInterval < 0 {
+				err = keyErrorf(key+".stdout.resolvedInterval", "must not be negative (0 prints no resolved lines), got %v", s.Stdout.ResolvedInterval)
+			}
 		}
 		if err != nil {
 			return err
@@ -280,6 +296,7 @@ func dsnPasswords(dsn string) []string {
 
 var (
 	compressions   = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	listModes      = []string{"auto", "stream", "paged"}
 	saslMechanisms = []string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 	topicVar       = regexp.MustCompile(`\{[^}]*\}`)
 	topicVars      = []string{"{cluster}", "{group}", "{version}", "{resource}"}
@@ -315,11 +332,24 @@ func validateKafka(key string, s *Sink) error {
 			return keyErrorf(key+".deadLetterTopic", "unknown placeholder %s (want %s)", v, strings.Join(deadLetterVars, ", "))
 		}
 	}
+	for _, v := range topicVar.FindAllString(o.ResolvedTopic, -1) {
+		if !contains(deadLetterVars, v) {
+			return keyErrorf(key+".resolvedTopic", "unknown placeholder %s (want %s)", v, strings.Join(deadLetterVars, ", "))
+		}
+	}
 	switch {
 	case o.DeadLetterTopic == "":
 		return keyErrorf(key+".deadLetterTopic", "required")
 	case o.DeadLetterTopic == "{topic}" || o.DeadLetterTopic == o.Topic:
 		return keyErrorf(key+".deadLetterTopic", "must not be the data topic")
+	case o.ResolvedInterval < 0:
+		return keyErrorf(key+".resolvedInterval", "must not be negative (0 writes no resolved records), got %v", o.ResolvedInterval)
+	case o.ResolvedTopic == "":
+		return keyErrorf(key+".resolvedTopic", "required")
+	case o.ResolvedTopic == "{topic}" || o.ResolvedTopic == o.Topic:
+		return keyErrorf(key+".resolvedTopic", "must not be the data topic")
+	case o.ResolvedTopic == o.DeadLetterTopic:
+		return keyErrorf(key+".resolvedTopic", "must not be the dead-letter topic")
 	case o.MaxMessageBytes != 0 && (o.MaxMessageBytes < minMaxMessageBytes || o.MaxMessageBytes > math.MaxInt32):
 		return keyErrorf(key+".maxMessageBytes", "want 0 (what the brokers accept) or %d to %d bytes, got %d", minMaxMessageBytes, math.MaxInt32, o.MaxMessageBytes)
 	case o.Partitions <= 0:
@@ -376,6 +406,9 @@ func (c *Config) validateLog() error {
 	}
 	if !contains([]string{"text", "json"}, c.Log.Format) {
 		return keyErrorf("log.format", "unknown log format %q (want text or json)", c.Log.Format)
+	}
+	if c.Log.ProgressInterval <= 0 {
+		return keyErrorf("log.progressInterval", "must be greater than 0, got %v", c.Log.ProgressInterval)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -57,7 +58,7 @@ func TestComposeServices(t *testing.T) {
 		"k3s": "rancher/k3s:v1.31.4-k3s1", "kubeconfig": "rancher/k3s:v1.31.4-k3s1", "kube-cdc": "kube-cdc",
 	}
 	ports := map[string][]string{ // host → container, all on 127.0.0.1
-		"postgres": {"5432:5432"}, "kafka": {"9092:29092"}, "k3s": {"6443:6443"}, "kube-cdc": {"9090:9090"},
+		"postgres": {"5432:5432"}, "kafka": {"9092:29092"}, "k3s": {"6443:6443"}, "kube-cdc": {"9464:9464"},
 	}
 	volumes := map[string][]string{ // source:target[:ro]
 		"postgres":   {"postgres-data:/var/lib/postgresql/data"},
@@ -204,8 +205,10 @@ func TestComposeKubeCDCConfig(t *testing.T) {
 	if c.Kubernetes.Kubeconfig != "/k3s/kubeconfig.compose.yaml" {
 		t.Errorf("kubeconfig %q", c.Kubernetes.Kubeconfig)
 	}
-	if c.Metrics.Address != ":9090" {
-		t.Errorf("metrics address %q: the compose file publishes 9090", c.Metrics.Address)
+	// Every interface of the container (the default, loopback, is unreachable from the
+	// published port), on the default's port.
+	if _, port, _ := net.SplitHostPort(config.DefaultMetricsAddress); c.Metrics.Address != ":"+port || port != "9464" {
+		t.Errorf("metrics address %q: the compose file publishes 9464, the default port (%s)", c.Metrics.Address, config.DefaultMetricsAddress)
 	}
 	// Services the config names must exist in the compose project.
 	for _, host := range []string{"postgres", "kafka"} {

@@ -249,7 +249,7 @@ func TestChartDefaults(t *testing.T) {
 	}
 
 	d := into[appsv1.Deployment](t, r, "Deployment", "cdc-kube-cdc")
-	c := checkDeployment(t, d, 9090)
+	c := checkDeployment(t, d, 9464)
 	if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("replicas %d strategy %q: without leader election a rollout must not overlap two pods", *d.Spec.Replicas, d.Spec.Strategy.Type)
 	}
@@ -261,12 +261,12 @@ func TestChartDefaults(t *testing.T) {
 	}
 
 	svc := into[corev1.Service](t, r, "Service", "cdc-kube-cdc")
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9090 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9464 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
 		t.Errorf("service ports %+v", svc.Spec.Ports)
 	}
 
 	cfg := loadRenderedConfig(t, r, []string{})
-	if cfg.Metrics.Address != ":9090" || cfg.LeaderElection.Enabled || len(cfg.Sinks) != 1 || cfg.Sinks[0].Type != config.SinkStdout {
+	if cfg.Metrics.Address != ":9464" || cfg.LeaderElection.Enabled || len(cfg.Sinks) != 1 || cfg.Sinks[0].Type != config.SinkStdout {
 		t.Errorf("config %+v", cfg)
 	}
 	if !strings.Contains(r.notes, "3 resource(s) into 1 sink(s)") {

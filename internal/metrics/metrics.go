@@ -40,9 +40,12 @@ type Metrics struct {
 	keyIndexSize  *prometheus.GaugeVec
 	quarantined   *prometheus.CounterVec
 	timeTravels   *prometheus.CounterVec
+	drift         *prometheus.CounterVec
 	writers       *prometheus.GaugeVec
 	degraded      *prometheus.GaugeVec
 	degradedCount prometheus.Gauge
+	relistCauses  *prometheus.CounterVec
+	relistListed  *prometheus.GaugeVec
 
 	mu         sync.Mutex
 	degradedBy map[[2]string]Degradation // by resource and scope
@@ -122,6 +125,12 @@ func New() *Metrics {
 		Help: "Relists that found the cluster behind what the sink holds (an etcd restore, a cluster rebuilt under the same name) and started a new epoch, by reason (list-below-checkpoint, object-went-back).",
 	}, []string{"sink", "resource", "reason"})
 
+	m.drift = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "drift_total",
+		Help: "Objects a relist (a resync, a resnapshot, a restart) found the sink holding otherwise than the cluster, beyond what changed since the sink's checkpoint, and repaired, by kind: missing (the sink lacked it), extra (the sink held a deleted object; resync and resnapshot only), stale (an older version), edited (a row changed behind kube-cdc's back).",
+	}, []string{"sink", "resource", "kind"})
+	m.reg.MustRegister(m.drift)
+
 	m.writers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "concurrent_writers",
 		Help: "Other kube-cdc processes holding or waiting for the PostgreSQL sink's writer lock (database, schema, cluster and sink name): a --wait standby, or an old leader's lingering session.",
@@ -137,12 +146,21 @@ func New() *Metrics {
 	})
 	m.degradedBy = map[[2]string]Degradation{}
 
+	m.relistCauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "relist_reasons_total",
+		Help: "Relists by reason (start: no checkpoint; gone: 410 Gone, after a random delay up to kubernetes.relistJitter; time-travel) and how they read the collection (stream or paged).",
+	}, []string{"resource", "reason", "mode"})
+	m.relistListed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "relist_listed_objects",
+		Help: "Objects the relist under way (or the last one) of a resource has listed so far.",
+	}, []string{"resource"})
+
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.timeTravels,
-		m.writers, m.degraded, m.degradedCount,
+		m.writers, m.degraded, m.degradedCount, m.relistCauses, m.relistListed,
 	)
 	return m
 }
@@ -186,6 +204,23 @@ func (m *Metrics) Relist(resource string) {
 		return
 	}
 	m.relists.WithLabelValues(resource).Inc()
+}
+
+// RelistStarted counts one relist of resource by reason and mode
+// (source.RelistObserver).
+func (m *Metrics) RelistStarted(resource, reason, mode string) {
+	if m == nil {
+		return
+	}
+	m.relistCauses.WithLabelValues(resource, reason, mode).Inc()
+}
+
+// RelistListed records how many objects the relist under way of resource has listed.
+func (m *Metrics) RelistListed(resource string, n int) {
+	if m == nil {
+		return
+	}
+	m.relistListed.WithLabelValues(resource).Set(float64(n))
 }
 
 // Gone counts one watch answered 410 Gone.
@@ -243,6 +278,15 @@ func (m *Metrics) TimeTravel(sink, resource, reason string) {
 		return
 	}
 	m.timeTravels.WithLabelValues(sink, resource, reason).Inc()
+}
+
+// Drift counts n objects of resource in which a relist found sink drifted, by kind
+// (pipeline.DriftObserver).
+func (m *Metrics) Drift(sink, resource, kind string, n int) {
+	if m == nil {
+		return
+	}
+	m.drift.WithLabelValues(sink, resource, kind).Add(float64(n))
 }
 
 // ConcurrentWriters records how many other processes hold or wait for sink's writer lock:

@@ -59,6 +59,15 @@ type cursor struct {
 
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
+
+	// Requested relists (resync.go): the rounds the relist under way answers, what it
+	// listed, wrote and found (drift.go), and the report to make once its last batch
+	// is committed.
+	rounds      []*round
+	stats       relistStats
+	committedFn func() // called once the next batch written is committed
+
+	progress relistProgress // progress.go: relist progress and "synced" lines
 }
 
 func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Context) *cursor {
@@ -70,6 +79,7 @@ func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Con
 
 // run consumes q until it is closed, then writes what is left.
 func (c *cursor) run(q <-chan change.Event) error {
+	defer c.abandonRounds()
 	c.index = nil // a relist cut short by a detach starts over on the next stream
 	if !c.epochLoaded {
 		if err := c.loadEpoch(); err != nil {
@@ -119,6 +129,7 @@ func (c *cursor) run(q <-chan change.Event) error {
 		if err := c.handle(ev); err != nil {
 			return err
 		}
+		c.progress.event(c, ev)
 		if len(c.batch) >= c.p.opts.BatchSize || c.bytes >= c.p.opts.BatchBytes {
 			if err := c.flush(); err != nil {
 				return err
@@ -172,6 +183,7 @@ func (c *cursor) handle(ev change.Event) error {
 			c.travelAtRelist = nil
 			c.timeTravel(*tt)
 		}
+		c.beginRequested(ev)
 		return nil
 	case change.Listed:
 		if c.index != nil && ev.Change.ListRV > 0 && ev.Change.ListRV < c.relistFrom {
@@ -180,6 +192,15 @@ func (c *cursor) handle(ev change.Event) error {
 		c.reconcile(ev.Change)
 	case change.RelistEnd:
 		c.reconcileEnd(ev.RV)
+		report := c.endRelist()
+		if report != nil && !c.dirty() { // nothing left to write: report once the last write is done
+			if err := c.wait(); err != nil {
+				return err
+			}
+			report()
+			return nil
+		}
+		c.committedFn = report
 		return c.flush()
 	}
 	return nil
@@ -266,10 +287,21 @@ func (c *cursor) reconcile(ch change.Change) {
 	}
 	held, ok := c.index[ch.Key]
 	delete(c.index, ch.Key)
+	c.stats.listed++
 	// Versions compare within an epoch only: a version the sink holds from an earlier
 	// epoch is rewritten (a restored etcd issues its RVs again, for other contents).
 	sameEpoch := ok && held.Epoch == c.epoch
 	if sameEpoch && held.UID == ch.UID && held.RV == ch.RV {
+		// The sink holds this version: rewritten only when its copy was edited behind
+		// kube-cdc's back (drift), or when a full relist was asked for.
+		if held.Drifted && !c.travelled {
+			c.stats.found(kindEdited, ch.Key)
+		} else if !c.full() {
+			return
+		}
+		ch.Op = change.OpUpdate
+		c.add(ch)
+		c.stats.written++
 		return
 	}
 	if sameEpoch && held.UID == ch.UID && ch.RV < held.RV {
@@ -277,14 +309,19 @@ func (c *cursor) reconcile(ch change.Change) {
 		// sink holds; an older version of the same object is the cluster gone back.
 		c.timeTravel(change.TimeTravel{Reason: change.TravelObjectWentBack, ListRV: ch.ListRV, Key: ch.Key, HeldRV: held.RV})
 	}
+	if kind := c.driftOf(ch, held, ok); kind >= 0 {
+		c.stats.found(kind, ch.Key)
+	}
 	ch.Op = change.OpUpdate
 	if !ok || held.UID != ch.UID {
 		ch.Op = change.OpCreate
 	}
 	if ok && held.UID != ch.UID && held.UID != "" {
 		c.add(change.InferredDeleteBefore(ch, held))
+		c.stats.deleted++
 	}
 	c.add(ch)
+	c.stats.written++
 }
 
 // reconcileEnd ends the reconcile diff at the LIST's RV and moves the checkpoint to it.
@@ -325,6 +362,10 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 		}
 		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: listRV,
 			Op: change.OpDelete, Inferred: true, Reason: reason, ObservedAt: now})
+		c.stats.deleted++
+		if reason == change.ReasonGone && len(c.rounds) > 0 && c.relistFrom > 0 && !c.travelled {
+			c.stats.found(kindExtra, k) // see DriftExtra
+		}
 	}
 }
 
@@ -380,7 +421,15 @@ func (c *cursor) flush() error {
 	c.first = time.Time{}
 	done := make(chan error, 1)
 	c.inflight = done
-	go func() { done <- c.write(c.prepare(b), b, relisting) }()
+	committed := c.committedFn
+	c.committedFn = nil
+	go func() {
+		err := c.write(c.prepare(b), b, relisting)
+		if err == nil && committed != nil {
+			committed()
+		}
+		done <- err
+	}()
 	return nil
 }
 
@@ -459,5 +508,6 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 		c.synced.Store(true)
 		m.Checkpoint(sink, res, c.committed, now)
 	}
+	c.progress.wrote(c, b, relisting)
 	return nil
 }

@@ -59,6 +59,10 @@ type Target struct {
 	// LIST of at most one object). Below a sink's checkpoint, the cluster went back in
 	// time (findTravels). Nil: not checked at start.
 	ServerRV func(ctx context.Context) (change.RV, error)
+	// Resync, when positive, relists the target about this often (±15%) in the
+	// background, repairing and counting the drift its sinks show (resync.go, drift.go).
+	// 0: only when needed (start, 410) or asked (Relist).
+	Resync time.Duration
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -120,6 +124,9 @@ type Options struct {
 	Nudge   func() <-chan struct{}
 	Log     *slog.Logger
 	Metrics Metrics // may be nil
+	// ProgressInterval spaces the "relisting" lines a relist logs (progress.go); default
+	// DefaultProgressInterval.
+	ProgressInterval time.Duration
 	// Clock drives MaxWait, DetachAfter, FlushTimeout, the write backoff and the degraded
 	// backoff; default the real clock. Tests pass a fake one (k8s.io/utils/clock/testing).
 	Clock clock.WithDelayedExecution
@@ -172,14 +179,20 @@ type Pipeline struct {
 	states  []*resourceState // one per target
 
 	startTravels startTravels // what findTravels found, for each target's first round
+
+	requests map[*resourceState]*requests // resync.go: relists asked of each resource
+	rounds   roundBook                    // resync.go: the relists under way, by number
+	synced   syncedLog                    // progress.go: one line when every resource is synced
 }
 
 // New returns a pipeline; Run starts it.
 func New(opts Options, sinks []Sink, targets []Target) *Pipeline {
 	opts.defaults()
-	p := &Pipeline{opts: opts, sinks: sinks, targets: targets}
+	p := &Pipeline{opts: opts, sinks: sinks, targets: targets, requests: map[*resourceState]*requests{}}
 	for _, t := range targets {
-		p.states = append(p.states, &resourceState{t: t, log: opts.Log.With("resource", t.Resource.ID())})
+		st := &resourceState{t: t, log: opts.Log.With("resource", t.Resource.ID())}
+		p.states = append(p.states, st)
+		p.requests[st] = newRequests()
 	}
 	return p
 }
@@ -211,6 +224,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, st := range p.states {
 		g.Go(func() error { return p.runResource(gctx, writeCtx, st) })
+		if st.t.Resync > 0 {
+			g.Go(func() error { p.resync(gctx, st); return nil })
+		}
 	}
 	return g.Wait()
 }
@@ -413,7 +429,7 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 				}
 			}
 		}()
-		return p.newStream(st, t).Run(g.ctx, from, p.fanOut(st, subs))
+		return p.streamLoop(g.ctx, st, t, from, subs) // Run, cut and relisted on request (resync.go)
 	})
 	return g.Wait()
 }

@@ -1,6 +1,10 @@
-// Package source turns a Kubernetes resource into a stream of events: a paged LIST (a
-// relist) when there is no usable checkpoint, then a Watch from the last resource version
-// with bookmarks, resumed after every disconnect and relisted after 410 Gone.
+// Package source turns a Kubernetes resource into a stream of events: a relist when there
+// is no usable checkpoint, then a Watch from the last resource version with bookmarks,
+// resumed after every disconnect and relisted after 410 Gone (after a random delay up to
+// RelistJitter). A relist is a paged LIST or a streaming list (WatchList, watchlist.go:
+// the initial events of a sendInitialEvents watch, whose RelistEnd comes only at the
+// k8s.io/initial-events-end bookmark); ListAuto streams where the server supports it and
+// remembers per resource where it does not (a 422 to sendInitialEvents).
 //
 // It never decodes an object into Go maps or typed structs. Objects travel as the JSON
 // bytes the apiserver sent; the few metadata fields kube-cdc needs (name, namespace, uid,

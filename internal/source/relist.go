@@ -14,13 +14,39 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// relist emits RelistBegin, one Listed per object and RelistEnd with the LIST's RV. Pages
-// are requested with limit/continue; every page is read at the first page's RV.
+// relist emits RelistBegin, one Listed per object and RelistEnd with the LIST's RV, read
+// as the stream's ListMode says: a streaming list (watchlist.go) or a paged LIST. Under
+// ListAuto, a server that does not stream lists of the resource is remembered (ListModes)
+// and this relist, and every later one of the resource, lists pages instead.
 func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.Event) error) (change.RV, error) {
+	mode := s.listMode()
+	if mode == ListPaged {
+		return s.pagedList(ctx, emit)
+	}
+	id := s.Target.Resource.ID()
+	rv, err := s.streamList(ctx, emit)
+	var no *errNoWatchList
+	switch {
+	case !errors.As(err, &no):
+		return rv, err
+	case mode == ListStream:
+		return 0, retry.Terminal(fmt.Errorf("resource %s: kubernetes.listMode is %s: %w", id, ListStream, err))
+	}
+	s.ListModes.set(id, ListPaged)
+	s.Log.Info("the server does not stream lists of this resource; listing pages instead, from now on",
+		"resource", id, "error", no.err)
+	return s.pagedList(ctx, emit)
+}
+
+// pagedList is a relist read with a paged LIST: pages are requested with limit/continue,
+// and every page is read at the first page's RV.
+func (s *Stream) pagedList(ctx context.Context, emit func(context.Context, change.Event) error) (change.RV, error) {
 	res := s.Target.Resource
+	s.observeStart(ListPaged)
 	if err := emit(ctx, change.Event{Type: change.RelistBegin}); err != nil {
 		return 0, errors.Join(errEmit, err)
 	}
+	p := s.newListProgress()
 	var listRV change.RV
 	cont := ""
 	for {
@@ -45,13 +71,19 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.E
 			}
 			return 0, classify(res, "list", err)
 		}
-		m := gjson.GetManyBytes(body, "metadata.resourceVersion", "metadata.continue")
+		m := gjson.GetManyBytes(body, "metadata.resourceVersion", "metadata.continue", "metadata.remainingItemCount", "items.#")
 		if listRV == 0 {
 			if listRV, err = change.ParseRV(m[0].Str); err != nil {
 				return 0, retry.Terminal(fmt.Errorf("resource %s: %w", res.ID(), err))
 			}
 		}
 		now := s.Clock.Now()
+		// An estimate of the whole relist, for progress lines: what earlier pages listed,
+		// this page, and what the server says remains (only without selectors).
+		total := 0
+		if m[2].Exists() || m[1].Str == "" {
+			total = p.listed + int(m[3].Int()+m[2].Int())
+		}
 		var emitErr error
 		// A string view of the page, not a copy: each item is copied once, below.
 		gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "items").ForEach(func(_, item gjson.Result) bool {
@@ -65,7 +97,8 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.E
 			}
 			c.Snapshot = true
 			c.ListRV = listRV
-			if err := emit(ctx, change.Event{Type: change.Listed, Change: c}); err != nil {
+			p.add(1)
+			if err := emit(ctx, change.Event{Type: change.Listed, Change: c, ListTotal: total}); err != nil {
 				emitErr = errors.Join(errEmit, err)
 				return false
 			}
@@ -82,5 +115,6 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.E
 	if err := emit(ctx, change.Event{Type: change.RelistEnd, RV: listRV}); err != nil {
 		return 0, errors.Join(errEmit, err)
 	}
+	p.done()
 	return listRV, nil
 }

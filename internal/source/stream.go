@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -45,8 +46,20 @@ type Stream struct {
 	// watch cleanly after it, and the stream re-watches from the last RV. Default: a random
 	// 5–10 minutes per watch, as client-go's reflector does, so connections recycle.
 	WatchTimeout time.Duration
+	// ListMode says how relists read the collection (watchlist.go): ListAuto, ListStream
+	// or ListPaged. Zero: ListPaged. The daemon's default is ListAuto.
+	ListMode ListMode
+	// ListModes remembers what ListAuto found per resource, shared by every stream of the
+	// process; nil: each stream finds out again at its first relist.
+	ListModes *ListModes
+	// RelistJitter spreads the relists after 410 Gone (or a time travel): the stream
+	// waits a random delay in [0, RelistJitter) on Clock first, so that resources that
+	// lose their history together (an apiserver restart) do not all LIST at once. Zero:
+	// no wait.
+	RelistJitter time.Duration
 
 	typ      objectType // the Target's, set by Run
+	reason   string     // why the next relist happens (Relist… in progress.go)
 	accepted func()     // see NotifyAccepted
 }
 
@@ -89,6 +102,7 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 	log := s.Log.With("resource", id)
 	rv := from
 	failures := 0
+	s.reason = RelistStart
 	for ctx.Err() == nil {
 		if rv == 0 {
 			s.observe(func(o Observer) { o.Relist(id) })
@@ -116,13 +130,21 @@ func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Cont
 			return nil
 		case errors.As(err, new(*errBehind)):
 			// The cursors see the LIST below their checkpoints and start a new epoch.
+			d := s.jitter()
 			log.Warn("the server is behind this stream's resource version (time travel: an etcd restore, "+
-				"or a cluster rebuilt under the same name); relisting", "error", err)
-			rv = 0
+				"or a cluster rebuilt under the same name); relisting", "in", d.Round(time.Millisecond).String(), "error", err)
+			if d > 0 {
+				s.sleep(ctx, d)
+			}
+			rv, s.reason = 0, RelistTimeTravel
 		case errors.Is(err, errGone):
 			s.observe(func(o Observer) { o.Gone(id) })
-			log.Info("watch history expired (410 Gone); relisting", "resourceVersion", next.String())
-			rv = 0
+			d := s.jitter()
+			log.Info("watch history expired (410 Gone); relisting", "in", d.Round(time.Millisecond).String(), "resourceVersion", next.String())
+			if d > 0 {
+				s.sleep(ctx, d)
+			}
+			rv, s.reason = 0, RelistGone
 		case retry.IsTerminal(err) || errors.Is(err, errEmit):
 			return err
 		case err != nil:
@@ -200,6 +222,15 @@ func invalidRVFault(r change.Resource, err error) error {
 		return err
 	}
 	return fault(r, ReasonInvalidRV, err)
+}
+
+// jitter is a random delay in [0, RelistJitter): how long to wait before a relist that
+// other resources may need at the same moment.
+func (s *Stream) jitter() time.Duration {
+	if s.RelistJitter <= 0 {
+		return 0
+	}
+	return rand.N(s.RelistJitter)
 }
 
 // sleep waits d on the stream's clock, or until ctx ends.

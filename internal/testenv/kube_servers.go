@@ -221,3 +221,14 @@ func (k *Kube) StartEtcd(ctx context.Context) error {
 	}
 	return k.waitAPIServerReady(ctx)
 }
+
+// APIServerPID is the process id of the running kube-apiserver, for benchmarks that read
+// its memory (/proc/PID/status); 0 when none runs.
+func (k *Kube) APIServerPID() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiserver == nil || k.apiserver.cmd.Process == nil {
+		return 0
+	}
+	return k.apiserver.cmd.Process.Pid
+}

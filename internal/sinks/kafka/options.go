@@ -34,8 +34,18 @@ type Options struct {
 	// Created like data topics (compacted) with CreateTopics; when it is missing otherwise,
 	// quarantined changes are only logged.
 	DeadLetterTopic string `koanf:"deadLetterTopic"`
-	TLS             TLS    `koanf:"tls"`
-	SASL            SASL   `koanf:"sasl"`
+	// ResolvedInterval is how often the sink writes resolved records (resolved.go): per
+	// resource, "every record up to RV X is acknowledged", for the watermarks that moved
+	// since the last ones. Default 0: none.
+	ResolvedInterval time.Duration `koanf:"resolvedInterval"`
+	// ResolvedTopic is a template for the topic resolved records go to: {cluster}, and
+	// {topic}, {group}, {version}, {resource} for a topic per resource. Default
+	// DefaultResolvedTopic, one topic for the cluster. Created like data topics (compacted)
+	// with CreateTopics; when it is missing otherwise, the start fails naming it (and one
+	// deleted later is warned about and tried again at every interval).
+	ResolvedTopic string `koanf:"resolvedTopic"`
+	TLS           TLS    `koanf:"tls"`
+	SASL          SASL   `koanf:"sasl"`
 }
 
 // TLS configures the connection to the brokers.

@@ -34,8 +34,8 @@ import (
 const DefaultDeadLetterTopic = "{topic}.quarantine"
 
 // Headers of quarantine records: HeaderQuarantined marks a stub in the data topic; a
-// dead-letter record carries HeaderOp, HeaderRV and HeaderResource of the record it holds
-// and the others.
+// dead-letter record carries HeaderOp, HeaderRV, HeaderResource and (from epoch 1 on)
+// HeaderEpoch of the record it holds, and the others.
 const (
 	HeaderQuarantined = "kube-cdc.quarantined" // "true"
 	HeaderCluster     = "kube-cdc.cluster"
@@ -210,7 +210,7 @@ func deadLetterRecord(topic, cluster string, e *quarantined, maxBytes, index int
 	sum := sha256.Sum256(full)
 	m := kafka.Message{Topic: topic, Key: e.record.Key, Time: e.record.Time, WriterData: index}
 	for _, h := range e.record.Headers {
-		if h.Key == HeaderOp || h.Key == HeaderRV || h.Key == HeaderResource {
+		if h.Key == HeaderOp || h.Key == HeaderRV || h.Key == HeaderResource || h.Key == HeaderEpoch {
 			m.Headers = append(m.Headers, h)
 		}
 	}
@@ -362,6 +362,7 @@ type QuarantinedRecord struct {
 	Key       change.Key
 	UID       string
 	RV        change.RV
+	Epoch     int    // the change's epoch (HeaderEpoch; 0 without it)
 	Op        string // the envelope's op
 	Reason    string
 	Size      int    // bytes of the record's value
@@ -371,8 +372,9 @@ type QuarantinedRecord struct {
 
 // ReadQuarantine reads the last tail offsets of each partition of res's dead-letter topic
 // and returns the newest record (by RV) of each key of res and cluster. A missing topic
-// holds none. Whether a later version replaced a record is for the caller to tell, from
-// the key index: an entry with the same uid and RV is still the stub.
+// holds none. Newest is by (epoch, RV): after a time travel RVs are issued again. Whether a
+// later version replaced a record is for the caller to tell, from the key index: an entry
+// with the same uid, epoch and RV is still the stub.
 func ReadQuarantine(ctx context.Context, cluster string, opts Options, res change.Resource, tail int64) (map[change.Key]QuarantinedRecord, error) {
 	opts = withDefaults(opts)
 	topic := DeadLetterTopicName(opts.DeadLetterTopic, opts.Topic, cluster, res)
@@ -398,6 +400,8 @@ func ReadQuarantine(ctx context.Context, cluster string, opts Options, res chang
 				r.UID = v
 			case HeaderRV:
 				r.RV, _ = change.ParseRV(v)
+			case HeaderEpoch:
+				r.Epoch, _ = strconv.Atoi(v)
 			case HeaderOp:
 				r.Op = v
 			case HeaderReason:
@@ -411,7 +415,7 @@ func ReadQuarantine(ctx context.Context, cluster string, opts Options, res chang
 		if recCluster != cluster || resource != id {
 			return nil
 		}
-		if old, ok := out[r.Key]; !ok || old.RV <= r.RV {
+		if old, ok := out[r.Key]; !ok || old.Epoch < r.Epoch || old.Epoch == r.Epoch && old.RV <= r.RV {
 			out[r.Key] = r
 		}
 		return nil
@@ -423,4 +427,34 @@ func ReadQuarantine(ctx context.Context, cluster string, opts Options, res chang
 		return nil, fmt.Errorf("read dead-letter topic %s: %w", topic, err)
 	}
 	return out, nil
+}
+
+// DeadLetterTopicExists reports whether res's dead-letter topic exists on the brokers,
+// with its name, for `kube-cdc check`: a missing one is created on the first quarantined
+// change when CreateTopics is set, and otherwise leaves such changes in the log only.
+func DeadLetterTopicExists(ctx context.Context, cluster string, opts Options, res change.Resource) (topic string, exists bool, err error) {
+	opts = withDefaults(opts)
+	topic = DeadLetterTopicName(opts.DeadLetterTopic, opts.Topic, cluster, res)
+	tr, err := NewTransport(opts)
+	if err != nil {
+		return topic, false, err
+	}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout}
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return topic, false, fmt.Errorf("look up topic %s: %w", topic, err)
+	}
+	for _, t := range meta.Topics {
+		if t.Name != topic {
+			continue
+		}
+		switch {
+		case t.Error == nil && len(t.Partitions) > 0:
+			return topic, true, nil
+		case t.Error != nil && !errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+			return topic, false, fmt.Errorf("topic %s: %w", topic, t.Error)
+		}
+	}
+	return topic, false, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/resolved"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
@@ -57,6 +58,9 @@ func withDefaults(o Options) Options {
 	if o.DeadLetterTopic == "" {
 		o.DeadLetterTopic = DefaultDeadLetterTopic
 	}
+	if o.ResolvedTopic == "" {
+		o.ResolvedTopic = DefaultResolvedTopic
+	}
 	return o
 }
 
@@ -74,6 +78,9 @@ type Sink struct {
 	// opts.MaxMessageBytes, else the broker's message.max.bytes, else DefaultMaxMessageBytes.
 	batchBytes int
 	metrics    Metrics
+	// resolved keeps the watermarks for resolved records (resolved.go); nil when off.
+	resolved     *resolved.Emitter
+	stopResolved func()
 
 	mu     sync.Mutex
 	topics map[string]topicInfo // topics known to exist
@@ -160,6 +167,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		}
 	}
 	s.writer.BatchBytes = int64(s.batchBytes)
+	s.startResolved()
 	return s, nil
 }
 
@@ -168,10 +176,16 @@ func (s *Sink) Name() string { return s.name }
 
 // Checkpoint returns the store's checkpoint for res. The pipeline asks for it once per
 // resource before streaming, so this is where res's topic is checked (and created with
-// createTopics): a missing topic fails the start, not the first change hours later.
+// createTopics), and its resolved topic when resolved records are on: a missing topic
+// fails the start, not the first change hours later.
 func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
 	if _, err := s.ensureTopic(ctx, TopicName(s.opts.Topic, s.cluster, res)); err != nil {
 		return 0, err
+	}
+	if s.resolved != nil {
+		if _, err := s.ensureTopic(ctx, ResolvedTopicName(s.opts.ResolvedTopic, s.opts.Topic, s.cluster, res)); err != nil {
+			return 0, err
+		}
 	}
 	return s.store.Load(ctx, s.name, res)
 }
@@ -256,6 +270,9 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 		}
 		if err := s.store.Commit(ctx, s.name, b); err != nil {
 			return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
+		}
+		if s.resolved != nil {
+			s.resolved.Committed(b) // every record up to b.Checkpoint is acknowledged
 		}
 		q.report(ctx)
 		return nil
@@ -460,6 +477,9 @@ func (s *Sink) forgetTopic(topic string) {
 // Close closes the writer and the connections. Records not yet acknowledged may be lost;
 // their batches were never committed, so they are written again after a restart.
 func (s *Sink) Close() error {
+	if s.stopResolved != nil {
+		s.stopResolved()
+	}
 	err := s.writer.Close()
 	s.transport.CloseIdleConnections()
 	return errors.Join(err, s.store.Close())

@@ -27,7 +27,7 @@
 //     jsonb rejects); anything else the server refuses with a data exception (SQLSTATE
 //     class 22) fails the batch, which is then written again in halves under savepoints,
 //     halving what fails until the changes at fault stand alone (writeBisecting). A
-//     quarantine row keeps the key, uid, RV, op, reason, SQLSTATE and the object's raw
+//     quarantine row keeps the key, uid, epoch, RV, op, reason, SQLSTATE and the object's raw
 //     bytes; each new one is logged at warn and counted (the Metrics hook,
 //     kube_cdc_quarantined_total). A replay quarantines nothing twice (the row's key is
 //     changes' unique key). A delete whose last state is the poison is still stored, as a

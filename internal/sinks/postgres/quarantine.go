@@ -190,7 +190,7 @@ func quarantineArgs(cluster string, res change.Resource, q *quarantined) []any {
 		pgText(cluster), pgText(res.Group), pgText(res.Version), pgText(res.Resource), pgText(res.Kind),
 		pgText(c.Key.Namespace), pgText(c.Key.Name), pgText(c.UID), c.RV, pgText(string(c.Op)),
 		c.Inferred, c.Snapshot, pgText(c.ChangedBy), observedAt(c), pgText(reason), pgText(q.sqlstate),
-		raw, resolvedRV,
+		raw, resolvedRV, c.Epoch,
 	}
 }
 

@@ -179,7 +179,8 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 }
 
 // KeyIndex (pipeline.Sink): every live row of (cluster, group, resource). Rows are
-// not kept per scope, so the index covers every scope of the resource.
+// not kept per scope, so the index covers every scope of the resource. An entry is
+// Drifted when the row's object is no longer what the upsert wrote (edited by hand).
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	rows, err := s.pool.Query(ctx, s.sql.keyIndex, s.cluster, res.Group, res.Resource)
 	if err != nil {
@@ -192,7 +193,7 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	)
 	for rows.Next() {
 		var epoch int32
-		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV, &epoch); err != nil {
+		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV, &epoch, &e.Drifted); err != nil {
 			return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
 		}
 		e.Epoch = int(epoch)

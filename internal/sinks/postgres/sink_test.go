@@ -680,7 +680,7 @@ func TestTheContractColumnsExist(t *testing.T) {
 		"checkpoints": "cluster,sink,api_group,resource,scope,resource_version,updated_at,epoch,cluster_uid",
 		"epochs":      "cluster,sink,api_group,resource,scope,epoch,reason,checkpoint_rv,list_rv,namespace,name,held_rv,detected_at",
 		"quarantine": "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,op,inferred,snapshot," +
-			"changed_by,observed_at,reason,sqlstate,raw,quarantined_at,resolved_at,resolved_rv",
+			"changed_by,observed_at,reason,sqlstate,raw,quarantined_at,resolved_at,resolved_rv,epoch",
 	}
 	for table, cols := range want {
 		rows, err := connect(t, dsn).Query(testCtx(t), `SELECT column_name::text FROM information_schema.columns

@@ -45,6 +45,15 @@ const latestPerKey = `(SELECT * FROM pg_temp.kube_cdc_stage
 	                 FROM pg_temp.kube_cdc_stage
 	                ORDER BY namespace, name, epoch DESC, rv DESC, seq DESC))`
 
+// drifted is true when the objects row (alias prefix p) is no longer what the upsert
+// wrote (migration 008): another transaction wrote it last and its object hashes
+// differently. The CASE keeps the hash off the rows kube-cdc wrote last: one md5 of
+// every row cost the key index 4–6× its time (docs/benchmarks.md, "Drift check").
+func drifted(p string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]sxmin::text::bigint = %[1]sobject_xmin THEN false
+				ELSE jsonb_hash_extended(%[1]sobject, 0) IS DISTINCT FROM %[1]sobject_hash END`, p)
+}
+
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
@@ -68,8 +77,11 @@ func newStatements(schema string) statements {
 		epoch: fmt.Sprintf(`SELECT epoch FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope = $5`, s),
 
-		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version, epoch FROM %s.objects
-			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, s),
+		// The last column is change.Entry.Drifted: the object is no longer what the upsert
+		// wrote (migration 008), so the row was edited behind kube-cdc's back. Only rows
+		// another transaction wrote last are hashed again.
+		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version, epoch, %s FROM %s.objects
+			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, drifted(""), s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
 		// Versions order by (epoch, RV): a new epoch's version replaces any of an older
@@ -77,10 +89,15 @@ func newStatements(schema string) statements {
 		// LIST's RV, which is the object's own when it was the last write before the LIST.
 		// Deletes keep the last object (an inferred delete brings none) and record whether
 		// they were inferred; anything else revives the row. A new uid resets created_at.
+		// object_xmin and object_hash record who wrote the object and what it hashed to
+		// (drift checks, migration 008); a live row at the same version that is drifted was
+		// edited by hand, and the same version written again (the reconcile diff's repair)
+		// replaces it.
 		upsert: fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
-				namespace, name, uid, resource_version, epoch, labels, object, changed_by,
+				namespace, name, uid, resource_version, epoch, labels, object, object_xmin, object_hash, changed_by,
 				created_at, updated_at, deleted_at, delete_inferred, delete_reason)
-			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object, s.changed_by,
+			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
+				txid_current() %% 4294967296, jsonb_hash_extended(s.object, 0), s.changed_by,
 				now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
 				CASE WHEN s.op = 'delete' THEN s.reason END
 			  FROM %s s
@@ -93,6 +110,8 @@ func newStatements(schema string) statements {
 				epoch            = excluded.epoch,
 				labels           = CASE WHEN excluded.object IS NULL THEN o.labels ELSE excluded.labels END,
 				object           = coalesce(excluded.object, o.object),
+				object_xmin      = excluded.object_xmin,
+				object_hash      = CASE WHEN excluded.object IS NULL THEN o.object_hash ELSE excluded.object_hash END,
 				changed_by       = CASE WHEN excluded.object IS NULL THEN o.changed_by ELSE excluded.changed_by END,
 				created_at       = CASE WHEN excluded.uid NOT IN ('', o.uid) THEN now() ELSE o.created_at END,
 				updated_at       = now(),
@@ -101,7 +120,10 @@ func newStatements(schema string) statements {
 				delete_reason    = excluded.delete_reason
 			WHERE (o.epoch, o.resource_version) < (excluded.epoch, excluded.resource_version)
 			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
-			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL`, s, latestPerKey),
+			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL
+			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
+			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NULL AND excluded.object IS NOT NULL
+			      AND %s`, s, latestPerKey, drifted("o.")),
 
 		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
 		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
@@ -149,17 +171,18 @@ func newStatements(schema string) statements {
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
 		// $15 reason, $16 sqlstate, $17 raw, $18 resolved_rv (the delete's own RV when it was
-		// stored without its last state, else NULL). A row whose key objects already holds
-		// at a higher RV (a replay after a later version landed) is resolved at once.
+		// stored without its last state, else NULL), $19 epoch. A row whose key objects
+		// already holds at a higher (epoch, RV) (a replay after a later version landed) is
+		// resolved at once.
 		quarantine: fmt.Sprintf(`INSERT INTO %[1]s.quarantine (cluster, api_group, api_version, resource, kind,
 				namespace, name, uid, resource_version, op, inferred, snapshot, changed_by, observed_at,
-				reason, sqlstate, raw, resolved_at, resolved_rv)
+				reason, sqlstate, raw, resolved_at, resolved_rv, epoch)
 			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-				CASE WHEN coalesce($18::bigint, newer.rv) IS NOT NULL THEN now() END, coalesce($18::bigint, newer.rv)
+				CASE WHEN coalesce($18::bigint, newer.rv) IS NOT NULL THEN now() END, coalesce($18::bigint, newer.rv), $19
 			  FROM (SELECT max(resource_version) AS rv FROM %[1]s.objects
 					 WHERE cluster = $1 AND api_group = $2 AND resource = $4 AND namespace = $6 AND name = $7
-					   AND resource_version > $9) newer
-			ON CONFLICT (cluster, api_group, resource, namespace, name, resource_version, op) DO NOTHING`, s),
+					   AND (epoch, resource_version) > ($19::int, $9::bigint)) newer
+			ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, s),
 
 		// $1 cluster, $2 group, $3 resource. A staged change newer than a quarantined one
 		// of its key resolves it: objects holds a good version again. The uncorrelated
@@ -168,7 +191,7 @@ func newStatements(schema string) statements {
 		resolve: fmt.Sprintf(`UPDATE %[1]s.quarantine q SET resolved_at = now(), resolved_rv = s.rv
 			  FROM %[2]s s
 			 WHERE q.cluster = $1 AND q.api_group = $2 AND q.resource = $3 AND q.resolved_at IS NULL
-			   AND q.namespace = s.namespace AND q.name = s.name AND q.resource_version < s.rv
+			   AND q.namespace = s.namespace AND q.name = s.name AND (q.epoch, q.resource_version) < (s.epoch, s.rv)
 			   AND EXISTS (SELECT 1 FROM %[1]s.quarantine u
 							WHERE u.cluster = $1 AND u.api_group = $2 AND u.resource = $3 AND u.resolved_at IS NULL)`, s, latestPerKey),
 

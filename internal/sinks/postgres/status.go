@@ -54,3 +54,43 @@ func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
 	}
 	return out, nil
 }
+
+// QuarantinedChange is one unresolved quarantine row: a change PostgreSQL could not store,
+// of a key no later version has replaced yet.
+type QuarantinedChange struct {
+	Group, Resource string
+	Key             change.Key
+	UID             string
+	RV              change.RV
+	Op              string
+	Reason          string // why PostgreSQL cannot store it
+	SQLState        string
+	QuarantinedAt   time.Time
+}
+
+// QuarantinedChanges returns the unresolved quarantine rows of this sink's cluster, at
+// most perResource of each resource (ordered by namespace, name and RV), so that status
+// can name them without reading a quarantine that grew large.
+func (s *Sink) QuarantinedChanges(ctx context.Context, perResource int) ([]QuarantinedChange, error) {
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT api_group, resource, namespace, name, uid, resource_version, op,
+			reason, sqlstate, quarantined_at
+		  FROM (SELECT *, row_number() OVER (PARTITION BY api_group, resource
+		                                    ORDER BY namespace, name, resource_version) AS n
+		          FROM %s.quarantine WHERE cluster = $1 AND resolved_at IS NULL) q
+		 WHERE n <= $2
+		 ORDER BY api_group, resource, namespace, name, resource_version`,
+		pgx.Identifier{s.opts.Schema}.Sanitize()), s.cluster, perResource)
+	if err != nil {
+		return nil, fmt.Errorf("read the quarantine: %w", classify(err, s.password))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QuarantinedChange, error) {
+		var q QuarantinedChange
+		err := row.Scan(&q.Group, &q.Resource, &q.Key.Namespace, &q.Key.Name, &q.UID, &q.RV, &q.Op,
+			&q.Reason, &q.SQLState, &q.QuarantinedAt)
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the quarantine: %w", classify(err, s.password))
+	}
+	return out, nil
+}

@@ -83,7 +83,7 @@ func TestConformanceWithAFileStore(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return New("out", out, store)
+					return New("out", out, store, Options{})
 				},
 				Records: out.records,
 				Break: func(t *testing.T, _ change.Batch) func() {

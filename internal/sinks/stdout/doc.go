@@ -7,4 +7,10 @@
 // one line with op "d" and the last state in "before"; there is no tombstone line. With a
 // checkpoint store the sink resumes where it stopped; without one it relists and writes a
 // snapshot at every start.
+//
+// With Options.ResolvedInterval set, resolved lines go between the change lines: at most
+// one per resource (scope) per interval, when its watermark moved, saying that every
+// change line of that resource up to resolvedRV (in epoch) was printed above it
+// (package resolved; docs/contract.md, "Resolved watermarks"). Their "op" is
+// "resolved", so a consumer of change lines skips them by op.
 package stdout

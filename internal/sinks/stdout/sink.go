@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
+	"github.com/kube-cdc/kube-cdc/internal/resolved"
 )
 
 // Sink writes changes as JSON lines. It is safe for concurrent use; batches are written
@@ -19,6 +21,19 @@ type Sink struct {
 
 	mu sync.Mutex // serialises writes to w
 	w  io.Writer
+
+	resolved     *resolved.Emitter // nil unless Options.ResolvedInterval is set
+	stopResolved func()
+}
+
+// Options configures the sink.
+type Options struct {
+	// Cluster is the configured cluster name, written on resolved lines.
+	Cluster string
+	// ResolvedInterval is how often the sink prints a resolved line per resource whose
+	// watermark moved since the last one (the `stdout.resolvedInterval` key). Default 0:
+	// none.
+	ResolvedInterval time.Duration
 }
 
 // DefaultCheckpointType is the checkpoint store a stdout sink uses unless configured:
@@ -27,11 +42,49 @@ const DefaultCheckpointType = checkpoint.TypeNone
 
 // New returns a sink named name writing to w, keeping its checkpoints in store
 // (checkpoint.None{} to keep none: the pipeline then relists every resource at start).
-func New(name string, w io.Writer, store checkpoint.Store) *Sink {
+// With opts.ResolvedInterval set it also prints resolved lines until Close.
+func New(name string, w io.Writer, store checkpoint.Store, opts Options) *Sink {
 	if store == nil {
 		store = checkpoint.None{}
 	}
-	return &Sink{name: name, w: w, store: store}
+	s := &Sink{name: name, w: w, store: store}
+	if opts.ResolvedInterval > 0 {
+		s.startResolved(opts)
+	}
+	return s
+}
+
+// startResolved prints resolved lines every opts.ResolvedInterval: one per resource
+// (scope) whose watermark moved, in the JSON of package resolved, with "op":"resolved".
+// A watermark is taken from a batch only after the batch's lines were written and its
+// checkpoint committed, and lines are written in order, so every change line of that
+// resource up to the watermark's RV was printed before the resolved line.
+func (s *Sink) startResolved(opts Options) {
+	s.resolved = &resolved.Emitter{Cluster: opts.Cluster, Sink: s.name, Interval: opts.ResolvedInterval, Emit: s.printResolved}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.resolved.Run(ctx)
+	}()
+	s.stopResolved = func() {
+		cancel()
+		<-done
+		_ = s.resolved.Flush(context.Background()) // the last watermarks; a broken pipe has nobody to tell
+	}
+}
+
+func (s *Sink) printResolved(_ context.Context, ws []resolved.Watermark) error {
+	var buf []byte
+	for _, w := range ws {
+		buf = append(resolved.Append(buf, w), '\n')
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.w.Write(buf); err != nil {
+		return fmt.Errorf("stdout sink %s: write resolved lines: %w", s.name, err)
+	}
+	return nil
 }
 
 // Name is the sink's configured name.
@@ -95,9 +148,18 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 		if err := s.store.Commit(ctx, s.name, b); err != nil {
 			return fmt.Errorf("stdout sink %s: commit %s: %w", s.name, b.Resource.ID(), err)
 		}
+		if s.resolved != nil {
+			s.resolved.Committed(b)
+		}
 		return nil
 	}
 }
 
-// Close closes the store. It does not close the writer, which the caller owns.
-func (s *Sink) Close() error { return s.store.Close() }
+// Close prints the last resolved lines (if on) and closes the store. It does not close
+// the writer, which the caller owns.
+func (s *Sink) Close() error {
+	if s.stopResolved != nil {
+		s.stopResolved()
+	}
+	return s.store.Close()
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,7 +115,7 @@ type line struct {
 
 func TestWriteWritesOneJSONLinePerChangeInOneCall(t *testing.T) {
 	w := &recorder{}
-	s := New("out", w, nil)
+	s := New("out", w, nil, Options{})
 	b := batch()
 	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestWriteKeepsTheChangesOwnCluster(t *testing.T) {
 	b := batch()
 	b.Changes = b.Changes[:1]
 	b.Changes[0].Cluster = "edge"
-	if err := New("out", w, nil).Write(context.Background(), b); err != nil {
+	if err := New("out", w, nil, Options{}).Write(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	var got line
@@ -176,7 +177,7 @@ func TestWriteKeepsTheChangesOwnCluster(t *testing.T) {
 func TestWriteCommitsToTheStoreAfterWriting(t *testing.T) {
 	var log []string
 	st := newMemStore(&log)
-	s := New("out", &recorder{log: &log}, st)
+	s := New("out", &recorder{log: &log}, st, Options{})
 	ctx := context.Background()
 	if rv, err := s.Checkpoint(ctx, configmaps); err != nil || rv != 0 {
 		t.Fatalf("Checkpoint before any write = %v, %v", rv, err)
@@ -209,7 +210,7 @@ func TestWriteDoesNotCommitWhenTheWriteFails(t *testing.T) {
 	var log []string
 	st := newMemStore(&log)
 	boom := errors.New("broken pipe")
-	s := New("out", &recorder{err: boom, log: &log}, st)
+	s := New("out", &recorder{err: boom, log: &log}, st, Options{})
 	err := s.Write(context.Background(), batch())
 	if !errors.Is(err, boom) {
 		t.Fatalf("Write = %v, want %v", err, boom)
@@ -225,14 +226,14 @@ func TestWriteDoesNotCommitWhenTheWriteFails(t *testing.T) {
 func TestWriteReportsACommitFailure(t *testing.T) {
 	st := newMemStore(nil)
 	st.err = errors.New("disk full")
-	err := New("out", &recorder{}, st).Write(context.Background(), batch())
+	err := New("out", &recorder{}, st, Options{}).Write(context.Background(), batch())
 	if !errors.Is(err, st.err) {
 		t.Errorf("Write = %v, want %v", err, st.err)
 	}
 }
 
 func TestWithoutAStoreThereIsNoCheckpoint(t *testing.T) {
-	s := New("out", &recorder{}, nil)
+	s := New("out", &recorder{}, nil, Options{})
 	ctx := context.Background()
 	if err := s.Write(ctx, batch()); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestWithoutAStoreThereIsNoCheckpoint(t *testing.T) {
 func TestWriteOfAnEmptyBatchOnlyCommits(t *testing.T) {
 	var log []string
 	st := newMemStore(&log)
-	s := New("out", &recorder{log: &log}, st)
+	s := New("out", &recorder{log: &log}, st, Options{})
 	if err := s.Write(context.Background(), change.Batch{Resource: configmaps, Checkpoint: 99}); err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +262,90 @@ func TestWriteOfAnEmptyBatchOnlyCommits(t *testing.T) {
 	}
 	if rv, _ := s.Checkpoint(context.Background(), configmaps); rv != 99 {
 		t.Errorf("checkpoint %v, want 99", rv)
+	}
+}
+
+// lockedBuffer is an io.Writer safe to read while the sink writes resolved lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(l.b.String(), "\n"), "\n")
+}
+
+func TestResolvedLinesComeAfterTheChangeLinesTheyCoverAndBookmarksMoveThem(t *testing.T) {
+	out := &lockedBuffer{}
+	s := New("out", out, nil, Options{Cluster: "prod", ResolvedInterval: 5 * time.Millisecond})
+	type resolvedLine struct {
+		Op, Cluster, Sink, Group, Resource, Scope, ResolvedRV, Time string
+		Epoch                                                       int
+	}
+	waitResolved := func(rv string) []string {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			lines := out.lines()
+			for i, l := range lines {
+				var r resolvedLine
+				if json.Unmarshal([]byte(l), &r) == nil && r.Op == "resolved" && r.ResolvedRV == rv {
+					if r.Cluster != "prod" || r.Sink != "out" || r.Resource != "configmaps" || r.Epoch != 0 {
+						t.Errorf("resolved line %s", l)
+					}
+					return lines[:i]
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("no resolved line at RV %s in\n%s", rv, strings.Join(out.lines(), "\n"))
+		return nil
+	}
+	if err := s.Write(context.Background(), batch()); err != nil {
+		t.Fatal(err)
+	}
+	if before := waitResolved("20"); len(before) != len(batch().Changes) {
+		t.Errorf("%d lines before the resolved line at RV 20, want the batch's %d changes", len(before), len(batch().Changes))
+	}
+	// A bookmark: a batch without changes moves the watermark.
+	if err := s.Write(context.Background(), change.Batch{Resource: configmaps, Checkpoint: 25}); err != nil {
+		t.Fatal(err)
+	}
+	waitResolved("25")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range out.lines() {
+		if strings.Contains(l, `"op":"resolved"`) {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d resolved lines, want 2: one per move of the watermark\n%s", n, strings.Join(out.lines(), "\n"))
+	}
+}
+
+func TestWithoutAResolvedIntervalThereAreNoResolvedLines(t *testing.T) {
+	out := &lockedBuffer{}
+	s := New("out", out, nil, Options{Cluster: "prod"})
+	if err := s.Write(context.Background(), batch()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range out.lines() {
+		if strings.Contains(l, `"resolved"`) {
+			t.Errorf("resolved line %s, though resolvedInterval is 0", l)
+		}
 	}
 }

@@ -1,0 +1,196 @@
+package pipeline
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// relistScript is a Streamer that watches quietly from a checkpoint and, from 0, lists
+// the objects list returns; it counts its relists.
+type relistScript struct {
+	list    func() []change.Change
+	listRV  change.RV
+	relists *atomic.Int32
+}
+
+func (s *relistScript) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
+	if from == 0 {
+		s.relists.Add(1)
+		evs := []change.Event{{Type: change.RelistBegin}}
+		for _, c := range s.list() {
+			evs = append(evs, listed(c))
+		}
+		evs = append(evs, change.Event{Type: change.RelistEnd, RV: s.listRV})
+		for _, ev := range evs {
+			if err := emit(ctx, ev); err != nil {
+				return nil
+			}
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// driftMetrics records what DriftObserver is told.
+type driftMetrics struct {
+	nopMetrics
+	mu    sync.Mutex
+	drift map[string]int // kind → n
+}
+
+func (m *driftMetrics) Drift(sink, resource, kind string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.drift == nil {
+		m.drift = map[string]int{}
+	}
+	m.drift[kind] += n
+}
+
+func key(name string) change.Key { return change.Key{Namespace: "ns", Name: name} }
+
+// A sink at checkpoint 100 that holds a as listed, b as listed but edited by hand, c at
+// an older version than the one listed (below the checkpoint), d which the cluster no
+// longer has, and lacks e (listed below the checkpoint) and f (created after it).
+func driftedSink() *memSink {
+	s := newMemSink("pg")
+	s.ckpt = 100
+	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
+	s.objects[key("b")] = change.Entry{UID: "ub", RV: 20, Drifted: true}
+	s.objects[key("c")] = change.Entry{UID: "uc", RV: 25}
+	s.objects[key("d")] = change.Entry{UID: "ud", RV: 40}
+	return s
+}
+
+func driftedList() []change.Change {
+	return []change.Change{obj("a", "ua", 10), obj("b", "ub", 20), obj("c", "uc", 30), obj("e", "ue", 50), obj("f", "uf", 150)}
+}
+
+func startRelistPipeline(t *testing.T, s Sink, opts Options, tg Target, list func() []change.Change) (*Pipeline, *atomic.Int32) {
+	t.Helper()
+	relists := &atomic.Int32{}
+	tg.Resource = cms
+	tg.NewStream = func() Streamer { return &relistScript{list: list, listRV: 200, relists: relists} }
+	p := New(opts, []Sink{s}, []Target{tg})
+	stop := startRun(p)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p, relists
+}
+
+func TestARequestedRelistRepairsAndCountsEachKindOfDriftAndWritesNothingElse(t *testing.T) {
+	s := driftedSink()
+	m := &driftMetrics{}
+	p, relists := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond, Metrics: m}, Target{}, driftedList)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := p.Relist(ctx, []string{"configmaps"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relists.Load() != 1 {
+		t.Errorf("the stream relisted %d times, want once", relists.Load())
+	}
+	wantDrift := map[string]int{DriftMissing: 1, DriftStale: 1, DriftEdited: 1, DriftExtra: 1}
+	want := RelistResult{Sink: "pg", Resource: "configmaps", Listed: 5, Written: 4, Deleted: 1, Drift: wantDrift}
+	if len(res) != 1 || !equalResult(res[0], want) {
+		t.Fatalf("Relist returned %+v, want [%+v]", res, want)
+	}
+	log, ck := s.snapshot()
+	var written []string
+	for _, c := range log {
+		written = append(written, c.Key.Name+":"+string(c.Op))
+	}
+	slices.Sort(written)
+	// a is unchanged: nothing. f changed after the checkpoint: written, but no drift.
+	if wantW := []string{"b:update", "c:update", "d:delete", "e:create", "f:create"}; !slices.Equal(written, wantW) {
+		t.Errorf("the relist wrote %v, want %v", written, wantW)
+	}
+	if ck != 200 {
+		t.Errorf("checkpoint %v after the relist, want the LIST's 200", ck)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !maps.Equal(m.drift, wantDrift) {
+		t.Errorf("drift counted %v, want %v", m.drift, wantDrift)
+	}
+}
+
+func equalResult(a, b RelistResult) bool {
+	return a.Sink == b.Sink && a.Resource == b.Resource && a.Scope == b.Scope && a.Listed == b.Listed &&
+		a.Written == b.Written && a.Deleted == b.Deleted && a.Skipped == b.Skipped && maps.Equal(a.Drift, b.Drift)
+}
+
+func TestAFullRelistWritesEveryListedObjectAgainAsASnapshot(t *testing.T) {
+	s := newMemSink("pg")
+	s.ckpt = 100
+	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
+	s.objects[key("b")] = change.Entry{UID: "ub", RV: 20}
+	list := func() []change.Change { return []change.Change{obj("a", "ua", 10), obj("b", "ub", 20)} }
+	p, _ := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond}, Target{}, list)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	res, err := p.Relist(ctx, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := s.snapshot(); len(log) != 0 || res[0].Written != 0 {
+		t.Fatalf("a relist of an unchanged sink wrote %d changes (reported %d), want none", len(log), res[0].Written)
+	}
+	res, err = p.Relist(ctx, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := s.snapshot()
+	if len(log) != 2 || res[0].Written != 2 || res[0].Drift != nil {
+		t.Fatalf("a full relist wrote %d changes, reported %+v; want both objects, no drift", len(log), res[0])
+	}
+	for _, c := range log {
+		if !c.Snapshot || c.Op != change.OpUpdate {
+			t.Errorf("a full relist wrote %s as %s (snapshot %v), want a snapshot update", c.Key, c.Op, c.Snapshot)
+		}
+	}
+}
+
+func TestRelistNamesTheStreamedResourcesWhenAskedForAnother(t *testing.T) {
+	p, _ := startRelistPipeline(t, newMemSink("pg"), Options{}, Target{}, func() []change.Change { return nil })
+	_, err := p.Relist(context.Background(), []string{"secrets"}, false)
+	if err == nil || err.Error() != `resource "secrets" is not streamed; streamed are: configmaps` {
+		t.Fatalf("Relist(secrets) = %v, want an error naming configmaps", err)
+	}
+}
+
+func TestAResyncRelistsOnTheClockAndAnUnchangedResyncWritesNothing(t *testing.T) {
+	s := newMemSink("pg")
+	s.ckpt = 100
+	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
+	fc := clocktesting.NewFakeClock(time.Now())
+	list := func() []change.Change { return []change.Change{obj("a", "ua", 10)} }
+	_, relists := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond, Clock: fc}, Target{Resync: time.Minute}, list)
+	for want := int32(1); want <= 2; want++ {
+		waitFor(t, func() bool {
+			if relists.Load() >= want {
+				return true
+			}
+			fc.Step(5 * time.Second) // at most 69 s (+15%) for each resync
+			return false
+		})
+		waitFor(t, func() bool { _, ck := s.snapshot(); return ck == 200 })
+	}
+	if log, _ := s.snapshot(); len(log) != 0 {
+		t.Errorf("unchanged resyncs wrote %d changes, want none: %v", len(log), log)
+	}
+}

@@ -1,0 +1,260 @@
+package signal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+)
+
+// ConfigMapName is the signal ConfigMap of the deployment whose Lease is named lease.
+func ConfigMapName(lease string) string { return lease + "-signals" }
+
+// Request asks the leader to relist and reconcile Resources (all when empty) into every
+// sink; Full writes every listed object again as a snapshot.
+type Request struct {
+	ID          string    `json:"id"`
+	Resources   []string  `json:"resources,omitempty"`
+	Full        bool      `json:"full,omitempty"`
+	RequestedAt time.Time `json:"requestedAt"`
+}
+
+// Outcome is what the relist of one resource (scope) did in one sink.
+type Outcome struct {
+	Sink     string         `json:"sink"`
+	Resource string         `json:"resource"`
+	Scope    string         `json:"scope,omitempty"`
+	Listed   int            `json:"listed"`
+	Written  int            `json:"written"`
+	Deleted  int            `json:"deleted"`
+	Drift    map[string]int `json:"drift,omitempty"`
+	Skipped  string         `json:"skipped,omitempty"`
+}
+
+// States of a Result.
+const (
+	StateRunning = "running"
+	StateDone    = "done"
+	StateFailed  = "failed"
+)
+
+// Result is the leader's answer to a Request.
+type Result struct {
+	ID       string    `json:"id"`
+	State    string    `json:"state"`
+	By       string    `json:"by"` // the replica that answered
+	Error    string    `json:"error,omitempty"`
+	Outcomes []Outcome `json:"outcomes,omitempty"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+const (
+	requestPrefix = "request."
+	resultPrefix  = "result."
+)
+
+// Relister is what Serve needs of the pipeline.
+type Relister interface {
+	Relist(ctx context.Context, resources []string, full bool) ([]Outcome, error)
+}
+
+// Serve answers the requests of ConfigMap ns/name, one at a time, until ctx ends: every
+// request without a final result (one left "running" by a replica that lost the lease is
+// answered again). Run it only while leading.
+func Serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity string, r Relister, log *slog.Logger) error {
+	answered := map[string]bool{}
+	return watchConfigMap(ctx, cs, ns, name, func(cm *corev1.ConfigMap) (bool, error) {
+		for key, raw := range cm.Data {
+			id, ok := strings.CutPrefix(key, requestPrefix)
+			if !ok || answered[id] {
+				continue
+			}
+			if res, ok := resultOf(cm, id); ok && res.State != StateRunning {
+				answered[id] = true
+				continue
+			}
+			answered[id] = true
+			var req Request
+			if err := json.Unmarshal([]byte(raw), &req); err != nil {
+				log.Warn("ignoring a malformed resnapshot request", "configmap", ns+"/"+name, "key", key, "error", err)
+				continue
+			}
+			res := Result{ID: id, State: StateRunning, By: identity, Started: time.Now().UTC()}
+			if err := setKey(ctx, cs, ns, name, resultPrefix+id, res, false); err != nil {
+				return false, err
+			}
+			log.Info("resnapshot requested", "id", id, "resources", req.Resources, "full", req.Full)
+			out, err := r.Relist(ctx, req.Resources, req.Full)
+			if ctx.Err() != nil {
+				return true, nil // a successor answers it
+			}
+			res.State, res.Outcomes, res.Finished = StateDone, out, time.Now().UTC()
+			if err != nil {
+				res.State, res.Error = StateFailed, err.Error()
+			}
+			log.Info("resnapshot answered", "id", id, "state", res.State, "error", res.Error)
+			if err := setKey(ctx, cs, ns, name, resultPrefix+id, res, false); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	})
+}
+
+// Ask writes req (a new ID when empty) into ConfigMap ns/name, creating it when missing,
+// and waits until the leader answers it (done or failed) or ctx ends; then it removes the
+// request and its result.
+func Ask(ctx context.Context, cs kubernetes.Interface, ns, name string, req Request) (Result, error) {
+	if req.ID == "" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		req.ID = time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b)
+	}
+	if req.RequestedAt.IsZero() {
+		req.RequestedAt = time.Now().UTC()
+	}
+	if err := setKey(ctx, cs, ns, name, requestPrefix+req.ID, req, true); err != nil {
+		return Result{}, err
+	}
+	cleanup := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = deleteKeys(dctx, cs, ns, name, requestPrefix+req.ID, resultPrefix+req.ID)
+	}
+	var res Result
+	err := watchConfigMap(ctx, cs, ns, name, func(cm *corev1.ConfigMap) (bool, error) {
+		r, ok := resultOf(cm, req.ID)
+		if ok && r.State != StateRunning {
+			res = r
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		cleanup()
+		return Result{}, err
+	}
+	if ctx.Err() != nil {
+		cleanup()
+		return Result{}, fmt.Errorf("no answer from a running kube-cdc (is one running and leading, with RBAC to read and update configmap %s/%s?): %w",
+			ns, name, context.Cause(ctx))
+	}
+	cleanup()
+	return res, nil
+}
+
+func resultOf(cm *corev1.ConfigMap, id string) (Result, bool) {
+	raw, ok := cm.Data[resultPrefix+id]
+	if !ok {
+		return Result{}, false
+	}
+	var r Result
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return Result{}, false
+	}
+	return r, true
+}
+
+// watchConfigMap calls f with ns/name whenever it changes (and once at start, when it
+// exists) until f says done, f fails or ctx ends (nil then).
+func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string, f func(*corev1.ConfigMap) (bool, error)) error {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return cs.CoreV1().ConfigMaps(ns).List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return cs.CoreV1().ConfigMaps(ns).Watch(ctx, o)
+		},
+	}
+	var ferr error
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if !ok || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		done, err := f(cm)
+		if err != nil {
+			ferr = err
+			return true, nil
+		}
+		return done, nil
+	})
+	if ferr != nil {
+		return ferr
+	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, watchtools.ErrWatchClosed) {
+		return fmt.Errorf("watch configmap %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// setKey stores v as JSON under key of ConfigMap ns/name; create makes the ConfigMap
+// when it is missing.
+func setKey(ctx context.Context, cs kubernetes.Interface, ns, name, key string, v any, create bool) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	cms := cs.CoreV1().ConfigMaps(ns)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && create {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{"app.kubernetes.io/name": "kube-cdc", "app.kubernetes.io/component": "signals"}},
+				Data: map[string]string{key: string(b)}}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), name, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[key] = string(b)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write %s into configmap %s/%s: %w", key, ns, name, err)
+	}
+	return nil
+}
+
+func deleteKeys(ctx context.Context, cs kubernetes.Interface, ns, name string, keys ...string) error {
+	cms := cs.CoreV1().ConfigMaps(ns)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			delete(cm.Data, k)
+		}
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+}
