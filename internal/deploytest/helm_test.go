@@ -226,12 +226,13 @@ func TestChartDefaults(t *testing.T) {
 	r := render(t, "")
 
 	for _, want := range []string{"ConfigMap/cdc-kube-cdc", "ServiceAccount/cdc-kube-cdc", "ClusterRole/cdc-kube-cdc",
-		"ClusterRoleBinding/cdc-kube-cdc", "Service/cdc-kube-cdc", "Deployment/cdc-kube-cdc"} {
+		"ClusterRoleBinding/cdc-kube-cdc", "Service/cdc-kube-cdc", "Deployment/cdc-kube-cdc",
+		"Role/observability/cdc-kube-cdc-signals", "RoleBinding/observability/cdc-kube-cdc-signals"} {
 		if _, ok := r.objects[want]; !ok {
 			t.Errorf("no %s", want)
 		}
 	}
-	if len(r.objects) != 6 {
+	if len(r.objects) != 8 {
 		t.Errorf("rendered %v", keys(r.objects))
 	}
 
@@ -268,6 +269,16 @@ func TestChartDefaults(t *testing.T) {
 	cfg := loadRenderedConfig(t, r, []string{})
 	if cfg.Metrics.Address != ":9464" || cfg.LeaderElection.Enabled || len(cfg.Sinks) != 1 || cfg.Sinks[0].Type != config.SinkStdout {
 		t.Errorf("config %+v", cfg)
+	}
+	// resnapshot's ConfigMap is the one the signals Role names, also without leader election.
+	if cfg.LeaderElection.Namespace != "observability" || cfg.LeaderElection.Name != "cdc-kube-cdc" {
+		t.Errorf("leaderElection %+v: the signals ConfigMap would not be the one the chart's Role grants", cfg.LeaderElection)
+	}
+	sr := into[rbacv1.Role](t, r, "Role", "observability/cdc-kube-cdc-signals")
+	wantRule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{"cdc-kube-cdc-signals"}, Verbs: []string{"get", "list", "watch", "update"}}
+	if len(sr.Rules) != 1 || !reflect.DeepEqual(sr.Rules[0], wantRule) {
+		t.Errorf("signals Role rules %+v, want only %+v", sr.Rules, wantRule)
 	}
 	if !strings.Contains(r.notes, "3 resource(s) into 1 sink(s)") {
 		t.Errorf("NOTES:\n%s", r.notes)

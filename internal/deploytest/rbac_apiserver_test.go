@@ -139,6 +139,37 @@ func chartRBACOnAnAPIServer(ctx context.Context, t *testing.T, k *testenv.Kube) 
 	if _, err := asKubeCDC.Resource(core("secrets")).Namespace("team-a").Get(ctx, "any", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("get secrets in team-a: %v, want Forbidden", err)
 	}
+
+	// The resnapshot signals ConfigMap: kube-cdc reads it as internal/signal does (a LIST
+	// and a WATCH selecting its name, then GET and UPDATE), and no other ConfigMap.
+	const signals = "cdc-kube-cdc-signals"
+	if _, err := k.Clientset().CoreV1().ConfigMaps(release).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: signals}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Clientset().CoreV1().ConfigMaps(release).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := asKubeCDC.Resource(core("configmaps")).Namespace(release)
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + signals}
+	if _, err := cms.List(ctx, byName); err != nil {
+		t.Errorf("list the signals ConfigMap by name: %v", err)
+	}
+	if w, err := cms.Watch(ctx, byName); err != nil {
+		t.Errorf("watch the signals ConfigMap by name: %v", err)
+	} else {
+		w.Stop()
+	}
+	if u, err := cms.Get(ctx, signals, metav1.GetOptions{}); err != nil {
+		t.Errorf("get the signals ConfigMap: %v", err)
+	} else if _, err := cms.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("update the signals ConfigMap: %v", err)
+	}
+	if _, err := cms.Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get another ConfigMap of %s: %v, want Forbidden", release, err)
+	}
+	if _, err := cms.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=other"}); !apierrors.IsForbidden(err) {
+		t.Errorf("list another ConfigMap of %s by name: %v, want Forbidden", release, err)
+	}
 }
 
 // applyRBAC creates the rendered ServiceAccount and every RBAC object, as `helm install`

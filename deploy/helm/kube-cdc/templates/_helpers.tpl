@@ -40,9 +40,9 @@ kube-cdc.config is the config file: .Values.config with the keys the chart owns.
 */}}
 {{- define "kube-cdc.config" -}}
 {{- $owned := dict "metrics" (dict "address" (printf ":%v" .Values.metrics.port)) -}}
-{{- if .Values.leaderElection.enabled -}}
-{{- $_ := set $owned "leaderElection" (dict "enabled" true "namespace" .Release.Namespace "name" (include "kube-cdc.fullname" .)) -}}
-{{- end -}}
+{{- /* The Lease and the resnapshot signals ConfigMap (<name>-signals) live in the
+release's namespace, named like the release, with or without leader election. */ -}}
+{{- $_ := set $owned "leaderElection" (dict "enabled" (.Values.leaderElection.enabled | default false) "namespace" .Release.Namespace "name" (include "kube-cdc.fullname" .)) -}}
 {{- mustMergeOverwrite (deepCopy (default (dict) .Values.config)) $owned | toYaml -}}
 {{- end -}}
 
