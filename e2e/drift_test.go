@@ -111,6 +111,33 @@ leaderElection:
 	if out := resnapshotCLI(t, cfg, "--full"); !regexpRow(out, n, n) {
 		t.Errorf("resnapshot --full printed\n%s\nwant %d listed and %d written", out, n, n)
 	}
+	// In PostgreSQL objects is the state: --full rewrites no unchanged row, and changes
+	// keeps one row per (key, epoch, RV, op): each current version has one snapshot
+	// update row, and a second --full adds none (docs/architecture.md, "--full per sink").
+	perVersion := fmt.Sprintf(`SELECT count(*) FROM kube_cdc.objects o JOIN kube_cdc.changes c
+		USING (cluster, api_group, resource, namespace, name, epoch, resource_version)
+		WHERE o.namespace = '%s' AND c.op = 'update' AND c.snapshot`, ns)
+	if got := count(t, conn, perVersion); got != n {
+		t.Errorf("%d snapshot update rows at the objects' current versions after --full, want one per object (%d)", got, n)
+	}
+	changes = count(t, conn, `SELECT count(*) FROM kube_cdc.changes`)
+	var rowsBefore string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(name || updated_at::text, ',' ORDER BY name) FROM kube_cdc.objects WHERE namespace = $1`, ns).Scan(&rowsBefore); err != nil {
+		t.Fatal(err)
+	}
+	if out := resnapshotCLI(t, cfg, "--full"); !regexpRow(out, n, n) {
+		t.Errorf("a second resnapshot --full printed\n%s\nwant %d listed and %d written", out, n, n)
+	}
+	if got := count(t, conn, `SELECT count(*) FROM kube_cdc.changes`); got != changes {
+		t.Errorf("a second --full added %d changes rows, want none", got-changes)
+	}
+	var rowsAfter string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(name || updated_at::text, ',' ORDER BY name) FROM kube_cdc.objects WHERE namespace = $1`, ns).Scan(&rowsAfter); err != nil {
+		t.Fatal(err)
+	}
+	if rowsAfter != rowsBefore {
+		t.Errorf("--full rewrote unchanged objects rows: updated_at %s, then %s", rowsBefore, rowsAfter)
+	}
 }
 
 // resnapshotCLI runs `kube-cdc resnapshot` with cfg and returns its output.

@@ -1,6 +1,6 @@
--- Drift checks (docs/contract.md, "Drift"): a row edited behind kube-cdc's back (object
--- changed, version not) is found by the next relist (a resync, a resnapshot, a restart
--- after 410) and rewritten, without keeping any digest in kube-cdc's memory. The upsert
+-- Drift checks (docs/architecture.md, "Drift checks, resync and resnapshot"): a row
+-- edited behind kube-cdc's back (object changed, version not) is found by the next relist
+-- (a resync, a resnapshot, a restart after 410) and rewritten, without keeping any digest in kube-cdc's memory. The upsert
 -- records, for the object it writes:
 --   object_xmin: the id of its transaction (txid_current() mod 2^32, which is what the
 --     row's xmin says while nobody else has written the row since);

@@ -195,7 +195,7 @@ func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, target
 		if err := store.KeyIndex(ctx, sc.Name, t.Resource, func(k change.Key, e change.Entry) error {
 			if owns == nil || owns(k) {
 				rs.Objects.Live++
-				if qr, ok := r.q[k]; ok && qr.UID == e.UID && qr.RV == e.RV {
+				if qr, ok := r.q[k]; ok && qr.UID == e.UID && qr.RV == e.RV && qr.Epoch == e.Epoch {
 					held = append(held, qr) // the key's record is still the stub
 				}
 			}

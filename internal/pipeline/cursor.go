@@ -90,8 +90,13 @@ func (c *cursor) run(q <-chan change.Event) error {
 	timer := clk.NewTimer(time.Hour)
 	timer.Stop()
 	for {
+		// Adaptive batching (group commit): while a write is in flight the next batch
+		// grows from the queue, and goes out as soon as that write completes; while the
+		// sink is idle a batch goes out as soon as the queue is empty (after MaxWait, when
+		// one is set, to fill it). So a lone change is written at once, and under load a
+		// batch holds what arrived during one write.
 		var timerC <-chan time.Time
-		if c.dirty() {
+		if c.dirty() && c.inflight == nil {
 			wait := c.p.opts.MaxWait - clk.Since(c.first)
 			if wait <= 0 && len(q) == 0 {
 				if err := c.flush(); err != nil {
@@ -99,21 +104,24 @@ func (c *cursor) run(q <-chan change.Event) error {
 				}
 				continue
 			}
-			timer.Reset(max(wait, 0))
-			timerC = timer.C()
+			if wait > 0 {
+				timer.Reset(wait)
+				timerC = timer.C()
+			}
 		}
 		var ev change.Event
 		var ok bool
 		select {
 		case ev, ok = <-q:
-			timer.Stop()
+			if timerC != nil {
+				timer.Stop()
+			}
 		case <-timerC:
 			if err := c.flush(); err != nil {
 				return err
 			}
 			continue
 		case err := <-c.inflight: // nil, and never ready, when no write is under way
-			timer.Stop()
 			c.inflight = nil
 			if err != nil {
 				return err

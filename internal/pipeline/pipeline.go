@@ -83,7 +83,7 @@ type Metrics interface {
 const (
 	DefaultBatchSize    = 5000 // BatchBytes usually cuts relist batches first
 	DefaultBatchBytes   = 4 << 20
-	DefaultMaxWait      = 10 * time.Millisecond
+	DefaultMaxWait      = 0 // adaptive batching: an idle sink writes at once (cursor.run)
 	DefaultBuffer       = 256
 	DefaultDetachAfter  = 10 * time.Second
 	DefaultFlushTimeout = 10 * time.Second
@@ -104,7 +104,7 @@ type Options struct {
 	ClusterUID   string
 	BatchSize    int           // changes per batch; default DefaultBatchSize
 	BatchBytes   int           // object bytes per batch; default DefaultBatchBytes
-	MaxWait      time.Duration // longest a change waits for its batch to fill; default DefaultMaxWait
+	MaxWait      time.Duration // longest a batch waits to fill while the sink is idle; default 0: written at once
 	Buffer       int           // events queued per sink; default DefaultBuffer
 	DetachAfter  time.Duration // a full queue this long detaches its sink (several sinks only); default DefaultDetachAfter
 	FlushTimeout time.Duration // final flush after ctx ends; default DefaultFlushTimeout

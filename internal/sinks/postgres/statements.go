@@ -123,7 +123,7 @@ func newStatements(schema string) statements {
 			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL
 			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
 			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NULL AND excluded.object IS NOT NULL
-			      AND %s`, s, latestPerKey, drifted("o.")),
+			      AND true`, s, latestPerKey),
 
 		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
 		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
