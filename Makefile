@@ -37,7 +37,7 @@ lint: ## gofmt check and go vet.
 bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
-demo: testbin build ## Start a throwaway control plane and Postgres, stream a sample workload into Postgres (Ctrl-C stops everything).
+demo: testbin build ## Start a throwaway cluster (KWOK nodes) and Postgres, stream a sample workload and a rollout into Postgres (Ctrl-C stops everything).
 	$(GO) run ./hack/demo
 
 .PHONY: help build image testbin test test-unit lint bench demo

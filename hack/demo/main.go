@@ -1,12 +1,15 @@
-// Command demo is `make demo`: a throwaway control plane (etcd + kube-apiserver) and
-// PostgreSQL on loopback, kube-cdc streaming into Postgres, a small sample workload, and
-// what landed in objects and changes.
+// Command demo is `make demo`: a throwaway cluster on loopback (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and KWOK simulating three nodes) and PostgreSQL,
+// kube-cdc streaming into Postgres, a small sample workload, and what landed in objects
+// and changes.
 //
 // The order shows both halves of kube-cdc: the workload that exists before kube-cdc starts
 // arrives through its first LIST (snapshot rows); once every resource has synced
 // (/readyz answers 200) the demo creates, updates and deletes
-// objects, which arrive through the watch as create, update and delete rows, and prints
-// one object's history. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
+// objects, which arrive through the watch as create, update and delete rows, rolls a
+// Deployment out and scales it — its pods scheduled onto the nodes and turning Running,
+// as the pods view and the pods' changes show — and prints the history of a ConfigMap and
+// of the Deployment. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
 // PostgreSQL, the apiserver and etcd, in that order, and exits 0.
 package main
 
@@ -64,8 +67,8 @@ func run(bin string) (err error) {
 			fmt.Println("\nstopped.")
 		}
 	}()
-	fmt.Println("starting etcd, kube-apiserver and PostgreSQL on loopback…")
-	kube, err := testenv.StartKube(ctx, testenv.KubeOptions{})
+	fmt.Println("starting a cluster (etcd, kube-apiserver, controller-manager, scheduler, KWOK) and PostgreSQL on loopback…")
+	kube, err := testenv.StartCluster(ctx, testenv.ClusterOptions{})
 	if err != nil {
 		return err
 	}
@@ -96,6 +99,10 @@ resources:
   - name: configmaps
   - name: services
   - name: widgets.demo.kube-cdc.io
+  - name: nodes
+  - name: pods
+  - name: deployments.apps
+  - name: replicasets.apps
 sinks:
   - name: warehouse
     type: postgres
@@ -107,7 +114,7 @@ metrics:
 		return err
 	}
 
-	fmt.Println("applying a sample workload before kube-cdc starts: ConfigMaps, a Service, Widgets (a CRD)…")
+	fmt.Println("applying a sample workload before kube-cdc starts: three KWOK nodes, ConfigMaps, a Service, Widgets (a CRD), a Deployment of two pods…")
 	w := workload{kube: kube}
 	if err := w.before(ctx); err != nil {
 		return err
@@ -131,11 +138,19 @@ metrics:
 	if err := waitForChanges(ctx, dsn, w.observed); err != nil {
 		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
 	}
+	fmt.Println("rolling the Deployment web out to web:2 and scaling it to 4 pods…")
+	if err := w.rollout(ctx); err != nil {
+		return err
+	}
+	if err := waitForPods(ctx, dsn, 4, "web:2"); err != nil {
+		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
+	}
 	if err := show(ctx, dsn); err != nil {
 		return err
 	}
 	for _, args := range [][]string{
 		{"history", "configmaps", "checkout-config", "-n", "shop"},
+		{"history", "deployments.apps", "web", "-n", "shop"},
 		{"status"},
 	} {
 		fmt.Printf("\n== kube-cdc %s ==\n", strings.Join(args, " "))
@@ -241,7 +256,7 @@ var widgetsGVR = schema.GroupVersionResource{Group: "demo.kube-cdc.io", Version:
 
 // workload is the demo's objects in namespace shop.
 type workload struct {
-	kube     *testenv.Kube
+	kube     *testenv.Cluster
 	observed int // changes made after the sync: each is one non-snapshot changes row
 }
 
@@ -261,6 +276,15 @@ func (w *workload) before(ctx context.Context) error {
 	}
 	cs := w.kube.Clientset()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := w.kube.CreateNodes(ctx, "node", 3); err != nil {
+		return err
+	}
+	if err := w.kube.CreateDeployments(ctx, testenv.Deployment("shop", "web", 2, "web:1")); err != nil {
+		return err
+	}
+	if err := w.kube.WaitSettled(ctx, "shop", syncTimeout); err != nil {
 		return err
 	}
 	for _, name := range []string{"checkout", "cart", "search"} {
@@ -331,9 +355,34 @@ func (w *workload) after(ctx context.Context) error {
 	return nil
 }
 
-// waitForChanges waits until the sink holds n watched (non-snapshot) changes of namespace
-// shop.
+// rollout rolls the Deployment web out to a new image and scales it to 4, and waits until
+// the cluster has settled: the controllers replaced its pods, the scheduler placed them on
+// the KWOK nodes, and KWOK turned them Running.
+func (w *workload) rollout(ctx context.Context) error {
+	if err := w.kube.SetImage(ctx, "shop", "web:2", "web"); err != nil {
+		return err
+	}
+	if err := w.kube.Scale(ctx, "shop", 4, "web"); err != nil {
+		return err
+	}
+	return w.kube.WaitSettled(ctx, "shop", syncTimeout)
+}
+
+// waitForPods waits until the sink's pods view shows n Running pods of image in shop.
+func waitForPods(ctx context.Context, dsn string, n int, image string) error {
+	return waitForCount(ctx, dsn, n, fmt.Sprintf("%d Running pods of %s", n, image),
+		`SELECT count(*) FROM kube_cdc.pods WHERE namespace = 'shop' AND phase = 'Running' AND images = ARRAY[$1]`, image)
+}
+
+// waitForChanges waits until the sink holds n watched (non-snapshot) changes of the
+// ConfigMaps and Widgets of namespace shop.
 func waitForChanges(ctx context.Context, dsn string, n int) error {
+	return waitForCount(ctx, dsn, n, fmt.Sprintf("the %d changes made after the sync", n),
+		`SELECT count(*) FROM kube_cdc.changes WHERE namespace = 'shop' AND resource IN ('configmaps', 'widgets') AND NOT snapshot`)
+}
+
+// waitForCount waits until query (a count) answers at least n.
+func waitForCount(ctx context.Context, dsn string, n int, what, query string, args ...any) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -345,14 +394,14 @@ func waitForChanges(ctx context.Context, dsn string, n int) error {
 	defer tick.Stop()
 	for {
 		var got int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.changes WHERE namespace = 'shop' AND NOT snapshot`).Scan(&got)
+		err := conn.QueryRow(ctx, query, args...).Scan(&got)
 		if err == nil && got >= n {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("the sink holds %d of the %d changes made after the sync within %v (%v)", got, n, syncTimeout, err)
+				return fmt.Errorf("the sink does not hold %s within %v: %d (%v)", what, syncTimeout, got, err)
 			}
 			return ctx.Err()
 		case <-tick.C:
@@ -367,8 +416,11 @@ func show(ctx context.Context, dsn string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, q := range []struct{ title, sql string }{
-		{"objects (current state)", `SELECT resource, namespace, name, resource_version, coalesce(deleted_at::text, '') AS deleted_at, changed_by FROM kube_cdc.objects WHERE namespace IN ('shop', '') ORDER BY resource, namespace, name`},
-		{"changes (audit trail: snapshot rows from the first LIST, then what the watch saw)", `SELECT id, resource, namespace, name, op, resource_version, snapshot, inferred, changed_by FROM kube_cdc.changes WHERE namespace = 'shop' OR resource = 'namespaces' AND name = 'shop' ORDER BY id`},
+		{"objects (current state)", `SELECT resource, namespace, name, resource_version, coalesce(deleted_at::text, '') AS deleted_at, changed_by FROM kube_cdc.objects WHERE namespace IN ('shop', '') AND resource NOT IN ('pods', 'replicasets', 'nodes') ORDER BY resource, namespace, name`},
+		{"changes (audit trail: snapshot rows from the first LIST, then what the watch saw; pods and ReplicaSets below)", `SELECT id, resource, namespace, name, op, resource_version, snapshot, inferred, changed_by FROM kube_cdc.changes WHERE (namespace = 'shop' AND resource NOT IN ('pods', 'replicasets')) OR resource = 'namespaces' AND name = 'shop' ORDER BY id`},
+		{"pods (the pods view: which node, phase, images, owner)", `SELECT name, node, phase, pod_ip, images, owner_kind, owner_name FROM kube_cdc.pods WHERE namespace = 'shop' ORDER BY name`},
+		{"the pods of web through time (changes: each version the watch saw, with its phase and node)", `SELECT id, name, op, resource_version, object #>> '{status,phase}' AS phase, coalesce(object #>> '{spec,nodeName}', '') AS node, object #>> '{spec,containers,0,image}' AS image FROM kube_cdc.changes WHERE resource = 'pods' AND namespace = 'shop' ORDER BY id`},
+		{"deployments (the deployments view)", `SELECT name, replicas, ready_replicas, updated_replicas, images FROM kube_cdc.deployments WHERE namespace = 'shop'`},
 	} {
 		rows, err := conn.Query(ctx, q.sql)
 		if err != nil {

@@ -39,7 +39,7 @@ func (l *lockedBuffer) String() string {
 // LIST's snapshot), one object's history, and stop everything on Ctrl-C with exit 0.
 // Ctrl-C is a SIGINT to the foreground process group; the demo runs here in a group of
 // its own, as a terminal's job would.
-func TestTheDemoShowsWatchedCreatesUpdatesAndDeletesAndCtrlCStopsEverythingWithExit0(t *testing.T) {
+func TestTheDemoShowsWatchedChangesAPodRolloutOnKWOKNodesAndCtrlCStopsEverythingWithExit0(t *testing.T) {
 	dir := t.TempDir()
 	bin, demo := filepath.Join(dir, "kube-cdc"), filepath.Join(dir, "demo")
 	for out, pkg := range map[string]string{bin: "./cmd/kube-cdc", demo: "./hack/demo"} {
@@ -88,6 +88,14 @@ func TestTheDemoShowsWatchedCreatesUpdatesAndDeletesAndCtrlCStopsEverythingWithE
 		`(?m)^== kube-cdc history configmaps checkout-config -n shop ==$`,
 		`(?m)^\+\s+timeout: 30s$`, // the history's diff of the second update
 		`(?m)^warehouse\s+configmaps\s+all\s+[1-9]\d*\s`,
+		// A Deployment rolled out and scaled on KWOK's nodes: pods scheduled and Running,
+		// and the pods' versions as the watch saw them move from Pending to Running.
+		`(?m)^web-\S+\s+node-\d\s+Running\s+10\.\S+\s+\[web:2\]\s+ReplicaSet\s+web-`,
+		`(?m)^\d+\s+web-\S+\s+create\s+\d+\s+Pending\s`,
+		`(?m)^\d+\s+web-\S+\s+update\s+\d+\s+Running\s+node-\d\s+web:2$`,
+		`(?m)^\d+\s+web-\S+\s+delete\s+\d+\s`,
+		`(?m)^web\s+4\s+4\s+4\s+\[web:2\]$`,
+		`(?m)^== kube-cdc history deployments.apps web -n shop ==$`,
 	} {
 		if !regexp.MustCompile(row).MatchString(text) {
 			t.Errorf("the demo's output has no line matching %s", row)
