@@ -18,7 +18,9 @@ const newestLooked = 20
 // server behind it and the watch from the checkpoint would miss the restored cluster's
 // changes below it. It reads s's newest version of the resource (one the target owns) and
 // the object under its key now: the same uid at a lower RV than s holds (live, or deleted
-// by an observed delete) can only be the cluster gone back. It returns the time travel,
+// by an observed delete) can only be the cluster gone back; the same uid at the held RV or
+// above, a cluster not behind it. A version whose object is gone or recreated tells
+// neither, and the next newest is read (up to newestLooked). It returns the time travel,
 // or nil when there is none or it cannot tell (no NewestKeeper, no Current, an error).
 func (p *Pipeline) heldAhead(ctx context.Context, s Sink, t Target) *change.TimeTravel {
 	k, ok := s.(NewestKeeper)
@@ -40,8 +42,13 @@ func (p *Pipeline) heldAhead(ctx context.Context, s Sink, t Target) *change.Time
 			log.Debug("could not read the object the sink holds newest; not checked for time travel", "object", h.Key.String(), "error", err)
 			return nil
 		}
-		if !found || cur.UID != h.UID || cur.RV >= h.RV || h.Deleted && h.Inferred {
-			return nil
+		switch {
+		case !found || cur.UID != h.UID || h.Deleted && h.Inferred:
+			// Inconclusive: deleted or recreated since (no travel), or gone back to before
+			// it existed (travel). The next newest may tell.
+			continue
+		case cur.RV >= h.RV:
+			return nil // the cluster has this version or a later one: not behind the sink
 		}
 		return &change.TimeTravel{Reason: change.TravelObjectWentBack, Key: h.Key, HeldRV: h.RV, ListRV: cur.RV}
 	}
