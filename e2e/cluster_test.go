@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -297,36 +296,6 @@ func shapeList(t *testing.T, c *testenv.Cluster, gvr schema.GroupVersionResource
 		out[key] = string(o.GetUID()) + "@" + o.GetResourceVersion()
 	}
 	return out
-}
-
-// liveRowsOf are the live rows of one resource of a group as key → "uid@rv".
-func liveRowsOf(dsn, group, resource string) (map[string]string, error) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT namespace, name, uid, resource_version FROM kube_cdc.objects
-		WHERE api_group = $1 AND resource = $2 AND deleted_at IS NULL`, group, resource)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var ns, name, uid string
-		var rv int64
-		if err := rows.Scan(&ns, &name, &uid, &rv); err != nil {
-			return nil, err
-		}
-		key := name
-		if ns != "" {
-			key = ns + "/" + name
-		}
-		out[key] = fmt.Sprintf("%s@%d", uid, rv)
-	}
-	return out, rows.Err()
 }
 
 // shapeLatest is what a compacted topic keeps: the latest record of each key that is not

@@ -53,6 +53,17 @@ func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 
 // liveRows returns objects' live rows of a resource as key → "uid@rv".
 func liveRows(dsn, resource string) (map[string]string, error) {
+	return queryLive(dsn, `resource = $1`, resource)
+}
+
+// liveRowsOf is liveRows of one group's resource.
+func liveRowsOf(dsn, group, resource string) (map[string]string, error) {
+	return queryLive(dsn, `api_group = $1 AND resource = $2`, group, resource)
+}
+
+// queryLive reads the live rows that where selects as key → "uid@rv", keyed as the
+// sinks key them: namespace/name, or the name alone of a cluster-scoped object.
+func queryLive(dsn, where string, args ...any) (map[string]string, error) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -60,7 +71,7 @@ func liveRows(dsn, resource string) (map[string]string, error) {
 	}
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT namespace, name, uid, resource_version FROM kube_cdc.objects
-		WHERE resource = $1 AND deleted_at IS NULL`, resource)
+		WHERE `+where+` AND deleted_at IS NULL`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +83,11 @@ func liveRows(dsn, resource string) (map[string]string, error) {
 		if err := rows.Scan(&ns, &name, &uid, &rv); err != nil {
 			return nil, err
 		}
-		out[ns+"/"+name] = fmt.Sprintf("%s@%d", uid, rv)
+		key := name
+		if ns != "" {
+			key = ns + "/" + name
+		}
+		out[key] = fmt.Sprintf("%s@%d", uid, rv)
 	}
 	return out, rows.Err()
 }

@@ -201,3 +201,20 @@ func (e *Emitter) Run(ctx context.Context) {
 		}
 	}
 }
+
+// Start runs the emitter in a goroutine of its own and returns its stop: stop ends Run,
+// waits for it, and flushes the watermarks of the last batches within ctx, so that a
+// clean shutdown leaves them current; it returns that flush's error.
+func (e *Emitter) Start() (stop func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(ctx)
+	}()
+	return func(fctx context.Context) error {
+		cancel()
+		<-done
+		return e.Flush(fctx)
+	}
+}

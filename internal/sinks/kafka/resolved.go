@@ -45,19 +45,11 @@ func (s *Sink) startResolved() {
 	}
 	s.resolved = &resolved.Emitter{Cluster: s.cluster, Sink: s.name, Interval: s.opts.ResolvedInterval,
 		Emit: s.writeResolved, Log: s.log}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.resolved.Run(ctx)
-	}()
+	stop := s.resolved.Start()
 	s.stopResolved = func() {
-		cancel()
-		<-done
-		// The watermarks of the last batches, so that a clean shutdown leaves them current.
 		fctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
 		defer cancel()
-		if err := s.resolved.Flush(fctx); err != nil {
+		if err := stop(fctx); err != nil {
 			s.log.Warn("cannot write the last resolved watermarks", "error", err)
 		}
 	}

@@ -61,17 +61,9 @@ func New(name string, w io.Writer, store checkpoint.Store, opts Options) *Sink {
 // resource up to the watermark's RV was printed before the resolved line.
 func (s *Sink) startResolved(opts Options) {
 	s.resolved = &resolved.Emitter{Cluster: opts.Cluster, Sink: s.name, Interval: opts.ResolvedInterval, Emit: s.printResolved}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.resolved.Run(ctx)
-	}()
-	s.stopResolved = func() {
-		cancel()
-		<-done
-		_ = s.resolved.Flush(context.Background()) // the last watermarks; a broken pipe has nobody to tell
-	}
+	stop := s.resolved.Start()
+	// The last watermarks; a broken pipe has nobody to tell.
+	s.stopResolved = func() { _ = stop(context.Background()) }
 }
 
 func (s *Sink) printResolved(_ context.Context, ws []resolved.Watermark) error {
