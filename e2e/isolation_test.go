@@ -191,7 +191,7 @@ func TestACRDDeletedAndRecreatedWhileRunningDegradesOnlyItsResourceWhichThenStre
 		t.Fatal(err)
 	}
 	oldUID := isoGizmo(t, group, ns, "old")
-	h := &history{}
+	h := &history{kube: kube}
 	isoWriteConfigMaps(t, h, ns, "before", 3)
 	dsn := pg.NewDatabase(t)
 	addr := opsFreeAddr(t)
@@ -250,7 +250,7 @@ func TestAResourceWhoseCRDIsAbsentAtStartWaitsForItWhileTheOthersSyncAndIsStream
 	ns := namespace(t, "wait")
 	group := isoGroup(ns)
 	gizmos := "gizmos." + group
-	h := &history{}
+	h := &history{kube: kube}
 	isoWriteConfigMaps(t, h, ns, "cm", 3)
 	dsn := pg.NewDatabase(t)
 	addr := opsFreeAddr(t)
@@ -302,7 +302,7 @@ func TestAResourceWhoseCRDIsAbsentAtStartWaitsForItWhileTheOthersSyncAndIsStream
 func isoAllowed(t *testing.T, user, ns, resource string, allowed bool) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
-		r, err := kube.Clientset().AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		r, err := kubeFor(t).Clientset().AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:               "system:serviceaccount:kube-cdc-testenv:" + user,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "watch", Resource: resource},
 		}}, metav1.CreateOptions{})
@@ -314,6 +314,8 @@ func isoAllowed(t *testing.T, user, ns, resource string, allowed bool) {
 }
 
 func TestARevokedResourceIsDegradedAloneAndRecoversWhenItsRBACIsGrantedAgain(t *testing.T) {
+	t.Parallel() // a control plane of its own: it restarts the apiserver
+	kube := privatePlane(t)
 	ctx := context.Background()
 	ns := namespace(t, "rbac")
 	user := "e2e-iso-" + ns[len(ns)-4:]
@@ -335,7 +337,7 @@ func TestARevokedResourceIsDegradedAloneAndRecoversWhenItsRBACIsGrantedAgain(t *
 		}
 	}
 	template("pt-0")
-	h := &history{}
+	h := &history{kube: kube}
 	isoWriteConfigMaps(t, h, ns, "before", 2)
 	dsn := pg.NewDatabase(t)
 	addr := opsFreeAddr(t)

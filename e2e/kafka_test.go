@@ -346,7 +346,7 @@ type cmClient struct {
 }
 
 func configMaps(t *testing.T, ns string) cmClient {
-	return cmClient{t: t, ns: ns, c: kube.Clientset().CoreV1().ConfigMaps(ns)}
+	return cmClient{t: t, ns: ns, c: kubeFor(t).Clientset().CoreV1().ConfigMaps(ns)}
 }
 
 func (m cmClient) key(name string) string { return m.ns + "/" + name }
@@ -648,6 +648,8 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 func TestKafkaARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *testing.T) {
+	t.Parallel() // a control plane of its own: it expires etcd's history
+	kube := privatePlane(t)
 	ctx := context.Background()
 	ns := namespace(t, "k3")
 	k := testenv.NewKafka(t)
@@ -826,6 +828,8 @@ func offsetsRV(k *testenv.Kafka, topic string) (uint64, error) {
 }
 
 func TestKafkaWithTheKafkaCheckpointStoreAKillDashNineResumesWithoutANewSnapshot(t *testing.T) {
+	t.Parallel() // a control plane of its own: it expires etcd's history
+	kube := privatePlane(t)
 	ctx := context.Background()
 	ns := namespace(t, "k6")
 	k := testenv.NewKafka(t)

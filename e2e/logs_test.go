@@ -66,6 +66,8 @@ func logsJSON(t *testing.T, log string) (clientGo []string) {
 }
 
 func TestLogsInJSONIncludeClientGosRetryWatcherErrorsAcrossAnAPIServerRestart(t *testing.T) {
+	t.Parallel() // a control plane of its own: it restarts the apiserver
+	kube := privatePlane(t)
 	ctx := context.Background()
 	ns := namespace(t, "j")
 	dsn := pg.NewDatabase(t)

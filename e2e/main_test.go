@@ -117,9 +117,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// writeConfig writes a config file for the test and returns its path.
+// writeConfig writes a config file for the test and returns its path. A test on a
+// private control plane (privatePlane) gets its kubeconfig in place of the shared one.
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
+	if k := kubeFor(t); k != kube {
+		yaml = strings.ReplaceAll(yaml, kube.Kubeconfig, k.Kubeconfig)
+	}
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -138,7 +142,7 @@ func start(t *testing.T, args ...string) *daemon {
 	d.cmd = exec.Command(binary, args...)
 	d.cmd.Stdout = d.out
 	d.cmd.Stderr = logf
-	d.cmd.Env = append(os.Environ(), "KUBECONFIG="+kube.Kubeconfig)
+	d.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeFor(t).Kubeconfig)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +217,7 @@ func namespace(t *testing.T, suffix string) string {
 	}
 	// A random tail keeps names unique when the package runs more than once (-count).
 	name = strings.Trim(name, "-") + "-" + suffix + "-" + strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36)
-	_, err := kube.Clientset().CoreV1().Namespaces().Create(context.Background(),
+	_, err := kubeFor(t).Clientset().CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -298,4 +302,30 @@ func ensureWidgetCRD(t *testing.T) {
 	if widgetCRDOnce.err != nil {
 		t.Fatal(widgetCRDOnce.err)
 	}
+}
+
+// planes are the private control planes of the tests running on one, by test name.
+var planes sync.Map
+
+// privatePlane starts a control plane (etcd and kube-apiserver) for the test alone, so
+// that it may restart the apiserver, expire etcd's history or count the LISTs it serves
+// while other tests run. Declared as `kube := privatePlane(t)` it shadows the shared one
+// in the test's body; the helpers that take t (start, writeConfig, namespace,
+// listedConfigMaps, configMaps …) find it through kubeFor.
+func privatePlane(t *testing.T) *testenv.Kube {
+	t.Helper()
+	k := testenv.NewKube(t, testenv.KubeOptions{})
+	planes.Store(t.Name(), k)
+	t.Cleanup(func() { planes.Delete(t.Name()) })
+	return k
+}
+
+// kubeFor is the control plane test t (or the test whose subtest it is) runs on: its
+// private one, or the shared one.
+func kubeFor(t testing.TB) *testenv.Kube {
+	root, _, _ := strings.Cut(t.Name(), "/")
+	if k, ok := planes.Load(root); ok {
+		return k.(*testenv.Kube)
+	}
+	return kube
 }

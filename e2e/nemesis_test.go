@@ -32,6 +32,9 @@ import (
 // relist after the history expired, a retried batch after PostgreSQL restarted) and
 // kube-cdc to stream again after it, with writes going on throughout.
 func TestNemesisKillsRestartsAndExpiredHistoryNeverBreakTheDeliveryContract(t *testing.T) {
+	t.Parallel() // a control plane of its own: it expires etcd's history and restarts PostgreSQL
+	kube := privatePlane(t)
+	pg := privatePostgres(t) // restarted below
 	ctx := context.Background()
 	ns := namespace(t, "n")
 	dsn := pg.NewDatabase(t)
@@ -45,7 +48,7 @@ func TestNemesisKillsRestartsAndExpiredHistoryNeverBreakTheDeliveryContract(t *t
 	// Writers: 4 goroutines doing random creates, updates and deletes of 40 names, each
 	// writer its own 10, so that after an error (the apiserver restarting) a GET tells
 	// whether the write happened and the history stays complete.
-	h := &history{}
+	h := &history{kube: kube}
 	rec := h.configMaps(ns)
 	wctx, stopWriters := context.WithCancel(ctx)
 	var gate sync.RWMutex // writers hold it for reading while they write; a fault can pause them
@@ -404,7 +407,7 @@ func TestNemesisEtcdRestorePoisonObjectsAndCRDChurnNeverBreakTheDeliveryContract
 
 	// Writers: 3 goroutines doing random creates, updates and deletes, each of its own 10
 	// names. After a restore each reads back what the cluster now holds of its names.
-	h := &history{}
+	h := &history{kube: kube}
 	cms := cs.CoreV1().ConfigMaps(ns)
 	wctx, stopWriters := context.WithCancel(ctx)
 	var gate sync.RWMutex // writers hold it for reading while they write; a fault pauses them

@@ -734,7 +734,7 @@ type opsWriter struct {
 }
 
 func opsStartWriter(ns string, every time.Duration) *opsWriter {
-	w := &opsWriter{h: &history{}, stopc: make(chan struct{}), done: make(chan struct{})}
+	w := &opsWriter{h: &history{kube: kube}, stopc: make(chan struct{}), done: make(chan struct{})}
 	rec := w.h.configMaps(ns)
 	go func() {
 		defer close(w.done)

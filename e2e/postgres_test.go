@@ -21,7 +21,7 @@ import (
 func createConfigMaps(t *testing.T, ns string, from, to int, data map[string]string) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(context.Background(), configMap(ns, "cm-"+strconv.Itoa(i), data), metav1.CreateOptions{}); err != nil {
+		if _, err := kubeFor(t).Clientset().CoreV1().ConfigMaps(ns).Create(context.Background(), configMap(ns, "cm-"+strconv.Itoa(i), data), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func listedConfigMaps(t *testing.T, namespaces ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, ns := range namespaces {
-		l, err := kube.Clientset().CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+		l, err := kubeFor(t).Clientset().CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

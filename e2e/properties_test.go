@@ -14,10 +14,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // The delivery contract as properties (after CockroachDB's cdctest validator), checked
@@ -52,8 +54,17 @@ func (w ackedWrite) String() string {
 
 // history is the writes of a test, safe for concurrent writers.
 type history struct {
-	mu sync.Mutex
-	w  []ackedWrite
+	kube *testenv.Kube // where the writes go; nil: the shared control plane
+	mu   sync.Mutex
+	w    []ackedWrite
+}
+
+// cms is the ConfigMaps client of namespace ns on the history's control plane.
+func (h *history) cms(ns string) typedcorev1.ConfigMapInterface {
+	if h.kube != nil {
+		return h.kube.Clientset().CoreV1().ConfigMaps(ns)
+	}
+	return kube.Clientset().CoreV1().ConfigMaps(ns)
 }
 
 func (h *history) record(w ackedWrite) {
@@ -97,7 +108,7 @@ func rvInt(rv string) int64 {
 
 func (r recorder) create(ctx context.Context, name string, data map[string]string) (*corev1.ConfigMap, error) {
 	start := time.Now()
-	c, err := kube.Clientset().CoreV1().ConfigMaps(r.ns).Create(ctx, configMap(r.ns, name, data), metav1.CreateOptions{})
+	c, err := r.h.cms(r.ns).Create(ctx, configMap(r.ns, name, data), metav1.CreateOptions{})
 	if err == nil {
 		r.h.record(ackedWrite{c.Name, "create", string(c.UID), rvInt(c.ResourceVersion), start, time.Now()})
 	}
@@ -107,7 +118,7 @@ func (r recorder) create(ctx context.Context, name string, data map[string]strin
 // update writes c (with its resourceVersion, if set, as a precondition).
 func (r recorder) update(ctx context.Context, c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	start := time.Now()
-	c, err := kube.Clientset().CoreV1().ConfigMaps(r.ns).Update(ctx, c, metav1.UpdateOptions{})
+	c, err := r.h.cms(r.ns).Update(ctx, c, metav1.UpdateOptions{})
 	if err == nil {
 		r.h.record(ackedWrite{c.Name, "update", string(c.UID), rvInt(c.ResourceVersion), start, time.Now()})
 	}
@@ -118,7 +129,7 @@ func (r recorder) update(ctx context.Context, c *corev1.ConfigMap) (*corev1.Conf
 func (r recorder) delete(ctx context.Context, name, uid string) error {
 	start := time.Now()
 	u := types.UID(uid)
-	err := kube.Clientset().CoreV1().ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &u}})
+	err := r.h.cms(r.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &u}})
 	if err == nil {
 		r.h.record(ackedWrite{name, "delete", uid, 0, start, time.Now()})
 	}
@@ -132,7 +143,7 @@ func (r recorder) delete(ctx context.Context, name, uid string) error {
 func (r recorder) resolve(ctx context.Context, name string, had *corev1.ConfigMap, op string, start time.Time) (*corev1.ConfigMap, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		c, err := kube.Clientset().CoreV1().ConfigMaps(r.ns).Get(ctx, name, metav1.GetOptions{})
+		c, err := r.h.cms(r.ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			if had != nil {

@@ -15,11 +15,13 @@ import (
 )
 
 func TestARestartAfterHistoryExpiredRelistsOnceAndWritesOnlyTheDifference(t *testing.T) {
+	t.Parallel() // a control plane of its own: it expires etcd's history
+	kube := privatePlane(t)
 	ctx := context.Background()
 	ns := namespace(t, "x")
 	dsn := pg.NewDatabase(t)
 	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "")
-	h := &history{}
+	h := &history{kube: kube}
 	rec := h.configMaps(ns)
 	objs := map[string]*corev1.ConfigMap{}
 	for i := range 20 {
@@ -124,7 +126,7 @@ func TestKillDashNineDuringABurstThenRestartLosesNothingAndNeverCheckpointsAhead
 	sampler := startSampler(t, dsn, ns)
 
 	// 2,000 writes from 8 writers: creates, then updates and deletes of some of them.
-	h := &history{}
+	h := &history{kube: kube}
 	rec := h.configMaps(ns)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -197,7 +199,7 @@ func TestAPostgresRestartMidStreamIsRetriedAndLosesNothing(t *testing.T) {
 	dsn := priv.NewDatabase(t)
 	d := start(t, "run", "-c", pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", ""))
 	waitSynced(t, dsn)
-	h := &history{}
+	h := &history{kube: kube}
 	rec := h.configMaps(ns)
 	for i := range 50 {
 		if i == 20 {
@@ -244,13 +246,15 @@ func waitSynced(t *testing.T, dsn string) {
 }
 
 func TestAnAPIServerRestartMidStreamIsSurvivedWithARelistAndNoDuplicates(t *testing.T) {
+	t.Parallel() // a control plane of its own: it restarts the apiserver
+	kube := privatePlane(t)
 	ctx := context.Background()
 	ns := namespace(t, "a")
 	dsn := pg.NewDatabase(t)
 	addr := opsFreeAddr(t)
 	d := start(t, "run", "-c", writeConfig(t, opsConfigYAML(dsn, ns, addr, "")))
 	waitSynced(t, dsn)
-	h := &history{}
+	h := &history{kube: kube}
 	rec := h.configMaps(ns)
 	create := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -307,7 +311,7 @@ func TestKillDashNineMidRelistKeepsTheOldCheckpointAndTheRestartWritesTheRest(t 
 	ns := namespace(t, "l")
 	dsn := pg.NewDatabase(t)
 	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+ns+"]", "pipeline:\n  batchSize: 25\n")
-	h := &history{}
+	h := &history{kube: kube}
 	rec := h.configMaps(ns)
 	const n = 150
 	objs := map[string]*corev1.ConfigMap{}

@@ -32,6 +32,7 @@ type recreation struct {
 func recreateWhileStopped(t *testing.T, ns string, expire bool) recreation {
 	t.Helper()
 	ctx := context.Background()
+	kube := kubeFor(t)
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
 	old, err := cms.Get(ctx, "a", metav1.GetOptions{})
 	if err != nil {
@@ -74,6 +75,8 @@ func wantRelists(t *testing.T, d *daemon, expire bool) {
 }
 
 func TestARecreatedObjectsOldUIDIsDeletedBeforeItsNewUIDIsCreatedInPostgres(t *testing.T) {
+	t.Parallel() // a control plane of its own: it expires etcd's history
+	kube := privatePlane(t)
 	for _, tc := range historyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -177,6 +180,8 @@ func wantInferredDeleteRV(t *testing.T, rv uint64, r recreation) {
 }
 
 func TestARecreatedObjectsOldUIDIsDeletedBeforeItsNewUIDIsCreatedInKafka(t *testing.T) {
+	t.Parallel() // a control plane of its own: it expires etcd's history
+	privatePlane(t)
 	cases := []struct {
 		name, store string
 		expire      bool
