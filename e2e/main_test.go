@@ -27,13 +27,12 @@ import (
 // One control plane and one PostgreSQL server serve every test of the package; each test
 // works in namespaces and a database of its own. The binary is built once.
 //
-// Tests that change what others share run serially, and Go runs them all before any test
-// that calls t.Parallel: those that restart the shared apiserver or PostgreSQL, expire
-// etcd's history, count the shared apiserver's LIST requests, or set the environment
-// (t.Setenv). Every other test calls t.Parallel, so their waits (leases, grace periods,
-// broker outages) overlap. A test that must restart PostgreSQL and still run in parallel
-// uses a server of its own (privatePostgres); one that must go back in time, a control
-// plane of its own (e2e/timetravel_test.go).
+// Tests that disturb what they run on do so on a control plane of their own
+// (privatePlane: an apiserver restart, etcd's history expired) or a PostgreSQL server of
+// their own (privatePostgres: a restart), so that they too run in parallel; the time
+// travel tests restore or wipe a private etcd. Only the tests that count the shared
+// apiserver's LIST requests or set the environment (t.Setenv) run serially, and Go runs
+// them before any test that calls t.Parallel.
 var (
 	kube   *testenv.Kube
 	pg     *testenv.Postgres

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Workload helpers for a Cluster: nodes KWOK simulates, Deployments the controllers turn
@@ -119,6 +120,33 @@ func (c *Cluster) CreateDeployments(ctx context.Context, ds ...*appsv1.Deploymen
 		_, err := c.Clientset().AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
 		return err
 	})
+}
+
+// Service is a ClusterIP Service named name in ns selecting the pods of the Deployment of
+// the same name (app=name), so the endpointslice controller makes its EndpointSlices.
+func Service(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+}
+
+// CreateServices creates the Services, several at a time.
+func (c *Cluster) CreateServices(ctx context.Context, svcs ...*corev1.Service) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, s := range svcs {
+		g.Go(func() error {
+			if _, err := c.Clientset().CoreV1().Services(s.Namespace).Create(gctx, s, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("service %s/%s: %w", s.Namespace, s.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // SetImage rolls each named Deployment of ns out to image.

@@ -48,7 +48,7 @@ const latestPerKey = `(SELECT * FROM pg_temp.kube_cdc_stage
 // drifted is true when the objects row (alias prefix p) is no longer what the upsert
 // wrote (migration 008): another transaction wrote it last and its object hashes
 // differently. The CASE keeps the hash off the rows kube-cdc wrote last: one md5 of
-// every row cost the key index 4–6× its time (docs/benchmarks.md, "Drift check").
+// every row cost the key index 4–12× its time (docs/benchmarks.md, "Drift check").
 func drifted(p string) string {
 	return fmt.Sprintf(`CASE WHEN %[1]sxmin::text::bigint = %[1]sobject_xmin THEN false
 				ELSE jsonb_hash_extended(%[1]sobject, 0) IS DISTINCT FROM %[1]sobject_hash END`, p)
@@ -123,7 +123,7 @@ func newStatements(schema string) statements {
 			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL
 			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
 			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NULL AND excluded.object IS NOT NULL
-			      AND true`, s, latestPerKey),
+			      AND %s`, s, latestPerKey, drifted("o.")),
 
 		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
 		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
