@@ -206,6 +206,7 @@ metrics:
 	// record of each key in its Kafka topic too, tombstones for the rest.
 	for _, r := range shapeResources {
 		list := func() map[string]string { return shapeList(t, c, r.gvr) }
+		defer shapeExplain(t, k, "kube.shape."+r.topic, daemons, list)
 		eventually(t, 60*time.Second, func() error {
 			want := list()
 			got, err := liveRowsOf(dsn, r.gvr.Group, r.gvr.Resource)
@@ -364,4 +365,42 @@ func shapeDiff(got, want map[string]string) string {
 		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
 	}
 	return strings.Join(out, "; ")
+}
+
+// shapeExplain, when the test has failed, logs every record of topic and every line of the
+// daemons' logs that name a key whose latest record is not what a fresh LIST shows.
+func shapeExplain(t *testing.T, k *testenv.Kafka, topic string, ds []*daemon, list func() map[string]string) {
+	if !t.Failed() {
+		return
+	}
+	recs, err := readRecords(k, topic)
+	if err != nil {
+		return
+	}
+	latest, _ := shapeLatest(k, topic)
+	want := list()
+	for key, v := range latest {
+		if want[key] == v {
+			continue
+		}
+		parts := strings.Split(key, "/")
+		name := parts[len(parts)-1]
+		var lines []string
+		for _, r := range recs {
+			if r.key == key {
+				lines = append(lines, r.String())
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		for i, d := range ds {
+			for _, l := range strings.Split(d.log(), "\n") {
+				if strings.Contains(l, name) {
+					lines = append(lines, fmt.Sprintf("daemon %d: %s", i, l))
+				}
+			}
+		}
+		t.Logf("%s %s:\n  %s", topic, key, strings.Join(lines, "\n  "))
+	}
 }
