@@ -281,6 +281,66 @@ func (f *File) Commit(ctx context.Context, sink string, b change.Batch) error {
 }
 
 // Close closes the database file.
+// Intend adds the live keys of b that no scope of (sink, b.Resource) holds to b's scope
+// bucket at RV 0 (IntentStore). A read transaction looks them up first, so a batch of keys
+// the index has already (the steady state: updates) costs no write.
+func (f *File) Intend(ctx context.Context, sink string, b change.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var absent []change.Change
+	if err := f.db.View(func(tx *bolt.Tx) error {
+		var buckets []*bolt.Bucket
+		forEachScope(tx, sink, b.Resource, func(_ string, sb *bolt.Bucket) {
+			if keys := sb.Bucket(bucketKeys); keys != nil {
+				buckets = append(buckets, keys)
+			}
+		})
+		for _, c := range b.Changes {
+			if c.Op == change.OpDelete {
+				continue
+			}
+			k := []byte(c.Key.String())
+			if !slices.ContainsFunc(buckets, func(keys *bolt.Bucket) bool { return keys.Get(k) != nil }) {
+				absent = append(absent, c)
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read key index of %s/%s: %w", sink, b.Resource.ID(), err)
+	}
+	if len(absent) == 0 {
+		return nil
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		s, err := tx.Bucket(bucketSinks).CreateBucketIfNotExists([]byte(sink))
+		if err != nil {
+			return err
+		}
+		r, err := s.CreateBucketIfNotExists(resourceBucketName(b.Resource))
+		if err != nil {
+			return err
+		}
+		keys, err := r.CreateBucketIfNotExists(bucketKeys)
+		if err != nil {
+			return err
+		}
+		for _, c := range absent {
+			if keys.Get([]byte(c.Key.String())) != nil {
+				continue
+			}
+			if err := keys.Put([]byte(c.Key.String()), encodeEntry(nil, change.Entry{UID: c.UID, Epoch: c.Epoch})); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("note the keys of %s/%s before sending them: %w", sink, b.Resource.ID(), err)
+	}
+	return nil
+}
+
 func (f *File) Close() error { return f.db.Close() }
 
 // parseKey inverts change.Key.String. Namespaces and names cannot contain "/".

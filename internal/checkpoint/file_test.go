@@ -170,3 +170,37 @@ func TestEntryEncodingRoundTripsAndIsCompact(t *testing.T) {
 		t.Errorf("a UUID entry takes %d bytes", n)
 	}
 }
+
+func TestFileStoreIntendHoldsUnknownKeysAtRVZeroUntilCommittedAndLeavesHeldKeysAlone(t *testing.T) {
+	ctx := context.Background()
+	f, err := OpenFile(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const uidB = "3f1e0b0c-5a53-4c4e-9b1f-0d6b2f6f9a02"
+	if err := f.Commit(ctx, "s", change.Batch{Resource: configmaps, Changes: []change.Change{upsert("ns", "a", uidA, 5)}, Checkpoint: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// The next batch: a's update, b's create, and c's delete (a delete adds nothing).
+	b := change.Batch{Resource: configmaps, Changes: []change.Change{upsert("ns", "a", uidA, 7), upsert("ns", "b", uidB, 8), del("ns", "c", uidB, 9)}, Checkpoint: 9}
+	if err := Intend(ctx, f, "s", b); err != nil {
+		t.Fatal(err)
+	}
+	// Killed here, after the records went out: the index holds b, at no version it
+	// could list, and a at the version committed before.
+	got := keyIndex(t, f, "s", configmaps)
+	want := map[string]change.Entry{"ns/a": {UID: uidA, RV: 5}, "ns/b": {UID: uidB}}
+	if len(got) != len(want) || got["ns/a"] != want["ns/a"] || got["ns/b"] != want["ns/b"] {
+		t.Errorf("key index after Intend = %v, want %v", got, want)
+	}
+	if ck, err := f.Load(ctx, "s", configmaps); err != nil || ck != 5 {
+		t.Errorf("checkpoint after Intend = %d (%v), want 5: Intend must not move it", ck, err)
+	}
+	if err := f.Commit(ctx, "s", b); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyIndex(t, f, "s", configmaps); got["ns/b"] != (change.Entry{UID: uidB, RV: 8}) || got["ns/a"] != (change.Entry{UID: uidA, RV: 7}) {
+		t.Errorf("key index after Commit = %v", got)
+	}
+}

@@ -19,6 +19,28 @@ type Store interface {
 	Close() error
 }
 
+// IntentStore is an optional Store ability, for a store whose key index is kept apart from
+// the records it indexes (the file store): a sink sends a batch's records first and
+// Commits after, so a crash between the two leaves records out that the index lacks, and
+// a key the index lacks is never tombstoned once its object is gone (a relist finds it
+// neither listed nor held). Intend, called before the records go out, adds each live key
+// of b that the index lacks, at RV 0: "may have been written". A relist then rewrites the
+// key if it is listed (RV 0 is no version it could show) and tombstones it if it is not;
+// Commit replaces it with the version written. A key intended but never sent costs at
+// most one needless tombstone. Keys the index has already are left as they are.
+type IntentStore interface {
+	Intend(ctx context.Context, sink string, b change.Batch) error
+}
+
+// Intend has store note b's keys before a sink sends b, when it keeps intents
+// (IntentStore).
+func Intend(ctx context.Context, store Store, sink string, b change.Batch) error {
+	if s, ok := store.(IntentStore); ok {
+		return s.Intend(ctx, sink, b)
+	}
+	return nil
+}
+
 // EpochStore is an optional Store ability: it keeps the epoch of each checkpoint
 // (change.Batch.Epoch), so a sink goes on in the epoch it reached after a time travel.
 type EpochStore interface {

@@ -73,7 +73,10 @@ type Sink struct {
 	log           *slog.Logger
 	transport     *kafka.Transport
 	client        *kafka.Client
-	writer        *kafka.Writer
+	compression   kafka.Compression
+	// writer produces what send does not: records of a topic whose partition count is
+	// unknown, dead letters and resolved records.
+	writer *kafka.Writer
 	// batchBytes is the writer's BatchBytes and the most any topic's limit can be:
 	// opts.MaxMessageBytes, else the broker's message.max.bytes, else DefaultMaxMessageBytes.
 	batchBytes int
@@ -84,6 +87,7 @@ type Sink struct {
 
 	mu     sync.Mutex
 	topics map[string]topicInfo // topics known to exist
+	ids    []int                // partitionIDs
 }
 
 // topicInfo is what the sink knows of a topic it checked.
@@ -116,10 +120,11 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 	}
 	s := &Sink{
 		name: name, cluster: cluster, opts: opts, store: store,
-		log:       log.With("sink", name),
-		transport: tr,
-		client:    &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
-		topics:    map[string]topicInfo{},
+		log:         log.With("sink", name),
+		transport:   tr,
+		client:      &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
+		topics:      map[string]topicInfo{},
+		compression: comp,
 	}
 	s.writer = &kafka.Writer{
 		Addr: kafka.TCP(opts.Brokers...),
@@ -259,6 +264,11 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 				if err := q.screenOversized(msgs, t.maxBytes); err != nil {
 					return err
 				}
+				// Before the first send too: a kill after it and before the commit must
+				// not leave records whose keys the index lacks (checkpoint.IntentStore).
+				if err := checkpoint.Intend(ctx, s.store, s.name, b); err != nil {
+					return fmt.Errorf("kafka sink %s: %w", s.name, err)
+				}
 				screened = true
 			}
 			if msgs, err = s.produce(ctx, topic, t, msgs, q.add); err != nil {
@@ -296,7 +306,7 @@ func (s *Sink) produce(ctx context.Context, topic string, t topicInfo, msgs []ka
 	budget := min(t.maxBytes, writerBatchBytes)
 	for len(msgs) > 0 {
 		n := chunkLen(msgs, t.partitions, budget)
-		rest, err := s.produceChunk(ctx, topic, msgs[:n])
+		rest, err := s.produceChunk(ctx, topic, t.partitions, msgs[:n])
 		var refused *refusedTooLarge
 		if errors.As(err, &refused) {
 			if !refused.alone(rest, t.partitions) {
@@ -388,10 +398,15 @@ func fits(m kafka.Message, maxBytes int) bool { return batchOverhead+recordSize(
 // long as each attempt gets further. A write that makes no progress returns, retryable
 // unless the broker's answer says retrying cannot help. Records refused as too large
 // return at once as a *refusedTooLarge naming them, for produce to split or quarantine.
-func (s *Sink) produceChunk(ctx context.Context, topic string, msgs []kafka.Message) ([]kafka.Message, error) {
+func (s *Sink) produceChunk(ctx context.Context, topic string, partitions int, msgs []kafka.Message) ([]kafka.Message, error) {
 	total := len(msgs)
 	for len(msgs) > 0 {
-		err := s.writer.WriteMessages(ctx, msgs...)
+		var err error
+		if partitions > 0 && len(msgs) <= sendMax {
+			err = s.send(ctx, topic, partitions, msgs)
+		} else {
+			err = s.writer.WriteMessages(ctx, msgs...)
+		}
 		if err == nil {
 			return nil, nil
 		}

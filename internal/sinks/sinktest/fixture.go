@@ -214,6 +214,39 @@ func (r *run) expectKeys(k keys, why string) {
 	}
 }
 
+// expectKeysAfterAFailedWrite fails the case unless the key index, after b's write
+// failed part-way, is k0 (what was committed before) plus, at most, keys of b at RV 0:
+// noted before b's records went out (checkpoint.IntentStore) but never committed. Every
+// key a record of recs went out for must be in it, or a relist after its object is gone
+// would never tombstone it.
+func (r *run) expectKeysAfterAFailedWrite(k0 keys, b change.Batch, recs []Record, why string) {
+	r.t.Helper()
+	got := r.keyIndex()
+	inBatch := map[change.Key]bool{}
+	for _, c := range b.Changes {
+		inBatch[c.Key] = true
+	}
+	for key, e := range got {
+		if old, ok := k0[key]; ok {
+			if e != old {
+				r.t.Errorf("%s: key %s is %+v, was %+v: an uncommitted write changed it", why, key, e, old)
+			}
+		} else if !inBatch[key] || e.RV != 0 {
+			r.t.Errorf("%s: key %s is %+v: only keys of the failed batch, at RV 0, may be added", why, key, e)
+		}
+	}
+	for key := range k0 {
+		if _, ok := got[key]; !ok {
+			r.t.Errorf("%s: key %s is gone from the index", why, key)
+		}
+	}
+	for _, rec := range recs {
+		if _, ok := got[rec.Key]; !ok && rec.Op != change.OpDelete {
+			r.t.Errorf("%s: a record of %s went out, but the index lacks the key", why, rec.Key)
+		}
+	}
+}
+
 // expectRecords fails the case unless every change is among recs (exactly once when
 // exactly is set, else at least once), recs hold nothing else, and the per-key order holds.
 func (r *run) expectRecords(recs []Record, changes []change.Change, exactly bool, why string) {

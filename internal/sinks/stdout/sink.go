@@ -129,6 +129,11 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			return err
 		}
 		if !printed {
+			// A kill after the print and before the commit must not leave lines whose
+			// keys the index lacks (checkpoint.IntentStore).
+			if err := checkpoint.Intend(ctx, s.store, s.name, b); err != nil {
+				return fmt.Errorf("stdout sink %s: %w", s.name, err)
+			}
 			s.mu.Lock()
 			_, err := s.w.Write(buf)
 			s.mu.Unlock()
