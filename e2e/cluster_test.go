@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
@@ -70,10 +73,22 @@ var shapeResources = []struct {
 type podVersions struct {
 	mu   sync.Mutex
 	seen []string // "uid@rv"
+	errs []string // what the watch delivered that was no pod
 }
 
 func (p *podVersions) follow(ctx context.Context, t *testing.T, c *testenv.Cluster, ns string) (stop func() int) {
-	w, err := c.Clientset().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	pods := c.Clientset().CoreV1().Pods(ns)
+	l, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A RetryWatcher: a plain watch may end early (the apiserver closes it, a connection
+	// drops), and every version after that would go unchecked.
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return pods.Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +96,13 @@ func (p *podVersions) follow(ctx context.Context, t *testing.T, c *testenv.Clust
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error || ev.Type == watch.Bookmark {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				p.mu.Lock()
+				p.errs = append(p.errs, fmt.Sprintf("%s: %v", ev.Type, ev.Object))
+				p.mu.Unlock()
 				continue
 			}
-			pod := ev.Object.(*corev1.Pod)
 			p.mu.Lock()
 			p.seen = append(p.seen, string(pod.UID)+"@"+pod.ResourceVersion)
 			p.mu.Unlock()
@@ -95,6 +113,9 @@ func (p *podVersions) follow(ctx context.Context, t *testing.T, c *testenv.Clust
 		<-done
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if len(p.errs) > 0 {
+			t.Errorf("the test's own watch of pods failed: %v", p.errs)
+		}
 		return len(p.seen)
 	}
 }
@@ -206,7 +227,7 @@ metrics:
 	// record of each key in its Kafka topic too, tombstones for the rest.
 	for _, r := range shapeResources {
 		list := func() map[string]string { return shapeList(t, c, r.gvr) }
-		defer shapeExplain(t, k, "kube.shape."+r.topic, daemons, list)
+		defer shapeExplain(t, k, dsn, "kube.shape."+r.topic, daemons, list)
 		eventually(t, 60*time.Second, func() error {
 			want := list()
 			got, err := liveRowsOf(dsn, r.gvr.Group, r.gvr.Resource)
@@ -369,7 +390,7 @@ func shapeDiff(got, want map[string]string) string {
 
 // shapeExplain, when the test has failed, logs every record of topic and every line of the
 // daemons' logs that name a key whose latest record is not what a fresh LIST shows.
-func shapeExplain(t *testing.T, k *testenv.Kafka, topic string, ds []*daemon, list func() map[string]string) {
+func shapeExplain(t *testing.T, k *testenv.Kafka, dsn, topic string, ds []*daemon, list func() map[string]string) {
 	if !t.Failed() {
 		return
 	}
@@ -394,9 +415,21 @@ func shapeExplain(t *testing.T, k *testenv.Kafka, topic string, ds []*daemon, li
 		if len(lines) == 0 {
 			continue
 		}
+		if conn, err := pgx.Connect(context.Background(), dsn); err == nil {
+			rows, err := conn.Query(context.Background(), `SELECT id, op, resource_version, epoch, inferred, snapshot FROM kube_cdc.changes WHERE name = $1 ORDER BY id`, name)
+			for err == nil && rows.Next() {
+				var id, rv int64
+				var op string
+				var epoch int
+				var inferred, snapshot bool
+				_ = rows.Scan(&id, &op, &rv, &epoch, &inferred, &snapshot)
+				lines = append(lines, fmt.Sprintf("changes %d: %s@%d epoch %d inferred %v snapshot %v", id, op, rv, epoch, inferred, snapshot))
+			}
+			conn.Close(context.Background())
+		}
 		for i, d := range ds {
 			for _, l := range strings.Split(d.log(), "\n") {
-				if strings.Contains(l, name) {
+				if strings.Contains(l, name) || strings.Contains(l, "detach") || strings.Contains(l, "stream") && strings.Contains(l, "level=WARN") {
 					lines = append(lines, fmt.Sprintf("daemon %d: %s", i, l))
 				}
 			}
