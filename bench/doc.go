@@ -36,10 +36,13 @@
 // writers Update them (each writer owns its objects, so no conflicts) for 20 s; for each
 // write the RV the apiserver returned and the time the call returned are recorded, and
 // one connection polls kube_cdc.changes every 2 ms, recording when each RV first appears.
-// Lag = first seen − acknowledged. rate=200: 200 writes/s, target p99 ≤ 250 ms. rate=max:
-// 32 writers as fast as the apiserver answers; reports p99 and the catch-up time (last
-// acknowledged write → last change visible). Both report the daemon's CPU per 1k changes
-// (/proc/PID/stat).
+// Lag = first seen − acknowledged. rate=100: 100 writes/s at the default settings,
+// target p50 ≤ 2 ms (adaptive batching writes a lone change at once). rate=200: 200
+// writes/s, targets p99 ≤ 50 ms and CPU ≤ 0.15 s per 1,000 changes. rate=max: 32 writers
+// as fast as the apiserver answers; reports p99 and the catch-up time (last acknowledged
+// write → last change visible). All report the daemon's CPU per 1k changes
+// (/proc/PID/stat). With KUBE_CDC_BENCH_LAG_CPUPROFILE=DIR each phase's CPU profile of
+// the daemon (metrics.pprof) is saved in DIR, for `go tool pprof`.
 //
 // BenchmarkRelistMemory — the pipeline in this process, wired like cmd/kube-cdc/run.go,
 // at 20k and 100k objects: an initial sync into an empty database, then the checkpoint is
@@ -55,10 +58,58 @@
 // produce rate (records / time from the first record to the last, high watermarks polled
 // every 10 ms; and end to end from process start) against a bare kafka-go Writer
 // (RequiredAcks all, 5 ms batch timeout, BatchSize 10,000, one WriteMessages call)
-// producing the very same records to a fresh topic. Target kube-cdc/bare ≥ 0.7.
+// producing the very same records to a fresh topic. Target kube-cdc/bare ≥ 0.9.
 //
-// BenchmarkLagKafka — like BenchmarkLagPostgres at 200 writes/s, the sink being Kafka:
-// "visible" is when a consumer long-polling every partition (Fetch, MaxWait 50 ms) first
-// reads the record whose kube-cdc.rv header is the write's RV. That is an upper bound on
-// the broker's acknowledgement. Target p99 ≤ 100 ms.
+// BenchmarkLagKafka — like BenchmarkLagPostgres at 100 and 200 writes/s, the sink being
+// Kafka: "visible" is when a consumer long-polling every partition (Fetch, MaxWait 50 ms)
+// first reads the record whose kube-cdc.rv header is the write's RV. That is an upper
+// bound on the broker's acknowledgement. Same targets as PostgreSQL. No source/sink split:
+// a record's time is the object's own change time, not when kube-cdc observed it.
+//
+// BenchmarkLagAdaptiveBatching — one stream of Updates at 100 then 200 writes/s followed
+// by two daemons at once, each into its own database: the defaults (adaptive batching) and
+// `pipeline.maxWait: 10ms` (the former default). Reports each one's p50/p99 and CPU per
+// 1k changes and their ratios; targets adaptive p50 ≤ 2 ms at 100/s and CPU
+// adaptive/10ms ≤ 1.0 (bench/cpu_test.go).
+//
+// BenchmarkKafkaSinkWrite — 20 in-memory batches of 1,000 changes through the Kafka sink
+// against a bare kafka-go Writer on the same records; target sink/bare rate ≥ 0.9.
+//
+// BenchmarkCluster — kube-cdc at the scale of a real cluster (cluster_sync_test.go,
+// cluster_churn_test.go). It starts a testenv Cluster of its own (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, KWOK) and builds, once: 1,000 KWOK nodes, 100
+// Deployments × 100 replicas (10,000 pods, and their ReplicaSets) and a Service per
+// Deployment (so the endpointslice controller makes EndpointSlices); it waits until every
+// pod runs and every slice holds every pod as ready. KUBE_CDC_BENCH_CLUSTER_SHAPE=
+// "nodes,deployments,replicas" changes the size ("20,10,10" checks the benchmark in two
+// minutes). kube-cdc streams its default resources plus endpointslices.discovery.k8s.io.
+// Reports go to stdout whole ("bench: BenchmarkCluster/…"), with MET or MISSED.
+//   - sync=postgres: the initial sync into an empty database (wall from process start until
+//     every resource has a checkpoint and objects holds every listed object; CPU from
+//     rusage) against baseline A (a bare paged LIST of every resource, limit 500, gzip off,
+//     plus a COPY into plain objects and changes tables; target kube-cdc/A ≤ 1.1) and
+//     baseline B (bench/internal/clusterinformer: one SharedInformerFactory, a typed
+//     informer per resource, one autocommit upsert per event). Then the heap per tracked
+//     object: the checkpoints are deleted and the pipeline, wired like cmd/kube-cdc, runs
+//     in this process, relisting every resource against the full key index; live heap
+//     sampled as in BenchmarkRelistMemory, (live peak − live before) / objects, target
+//     ≤ 200 B. B's heap after GC with its caches full is reported beside it.
+//   - sync=kafka: the same into a topic per resource (6 partitions): kube-cdc start → the
+//     topics' high watermarks sum to the object count, against baseline A for Kafka (the
+//     same bare LIST plus one bare kafka-go WriteMessages of kube-cdc's very records to
+//     fresh topics; target ≤ 1.1), and its produce rate against that writer's (≥ 0.9).
+//   - churn: two kube-cdc processes stream the cluster at once, one into PostgreSQL and
+//     one into Kafka. First a rollout wave (every Deployment to a new image) until the
+//     cluster settles and a sentinel write on a Pod, ReplicaSet, Deployment and
+//     EndpointSlice reaches both sinks; then 8 paced writers patch a condition of their
+//     own into the status of 2,000 pods at 200 writes/s for 30 s (as kubelets update
+//     status), recording each write's RV and when the apiserver acknowledged it. Lag =
+//     first seen − acknowledged: PostgreSQL by polling kube_cdc.changes every 2 ms, Kafka
+//     by consumers long-polling the busy topics. For each phase, each process's CPU over
+//     the window from /proc/PID/stat (both kube-cdc processes, kube-apiserver, etcd, the
+//     controller-manager, the scheduler, KWOK, PostgreSQL with its backends, this process
+//     with the kfake broker) and the machine's busy time from /proc/stat, as shares of the
+//     machine; kube-cdc's CPU per 1,000 changes counts every changes row of the window
+//     (node heartbeats included). Targets: p99 ≤ 50 ms and ≤ 0.15 CPU-s per 1k changes at
+//     200 changes/s, both sinks.
 package bench

@@ -188,9 +188,9 @@ func BenchmarkInitialSyncKafka(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("Kafka sink alone: %.0f Write calls took %v in all (%.0f rec/s); bare writer in sequential calls of 1,000: %v (%.0f rec/s); sink/bare-1k = %.2fx, sink/bare-one-call = %.2fx",
 		writeCount, sinkD.Round(time.Millisecond), rate(sinkD), bare1kD.Round(time.Millisecond), rate(bare1kD), rate(sinkD)/rate(bare1kD), rate(sinkD)/rate(bareD))
-	b.Logf("initial sync of %d ConfigMaps into Kafka (%d records, %.1f MB of values): kube-cdc start→all acknowledged %v (%.0f rec/s), first→last record %v (%.0f rec/s), CPU %.2fs; bare kafka-go Writer %v (%.0f rec/s); produce rate kube-cdc/bare = %.2fx (target >= 0.7x: %s), end to end incl. start-up and LIST %.2fx",
+	b.Logf("initial sync of %d ConfigMaps into Kafka (%d records, %.1f MB of values): kube-cdc start→all acknowledged %v (%.0f rec/s), first→last record %v (%.0f rec/s), CPU %.2fs; bare kafka-go Writer %v (%.0f rec/s); produce rate kube-cdc/bare = %.2fx (target >= 0.9x: %s), end to end incl. start-up and LIST %.2fx",
 		syncObjs, len(msgs), float64(bytes)/1e6, wall.Round(time.Millisecond), rate(wall), produce.Round(time.Millisecond), rate(produce), cpu,
-		bareD.Round(time.Millisecond), rate(bareD), rate(produce)/rate(bareD), verdict(rate(produce)/rate(bareD) >= 0.7), rate(wall)/rate(bareD))
+		bareD.Round(time.Millisecond), rate(bareD), rate(produce)/rate(bareD), verdict(rate(produce)/rate(bareD) >= 0.9), rate(wall)/rate(bareD))
 }
 
 // consume reads every partition of topic from the given offsets until ctx ends and marks
@@ -230,8 +230,11 @@ func consume(ctx context.Context, topic string, from map[int]int64, seen *seenSe
 					off = r.Offset + 1
 					for _, h := range r.Headers {
 						if h.Key == "kube-cdc.rv" {
+							// No observed time: the record's time is the object's own
+							// change time (second precision), not when kube-cdc saw it,
+							// so no source/sink split is made for Kafka.
 							if rv, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-								seen.see(rv, now, r.Time)
+								seen.see(rv, now, time.Time{})
 							}
 						}
 					}
@@ -253,7 +256,8 @@ func BenchmarkLagKafka(b *testing.B) {
 	if err := kfk.CreateTopic(ctx, topic, kafkaPartitions, true); err != nil {
 		b.Fatal(err)
 	}
-	d := startDaemon(b, kafkaDaemonConfig(b, ns, topic, ""))
+	config, pprofAddr := withPprof(b, kafkaDaemonConfig(b, ns, topic, ""))
+	d := startDaemon(b, config)
 	waitRecords(b, topic, lagObjects, d)
 	from, err := endOffsets(ctx, kafkaClient(), topic)
 	if err != nil {
@@ -263,12 +267,21 @@ func BenchmarkLagKafka(b *testing.B) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { consume(cctx, topic, from, seen); close(done) }()
-	ph := lagPhase{name: "200 writes/s", workers: 8, rate: 200, dur: 20 * time.Second, target: 100 * time.Millisecond}
-	r := runLagPhase(b, ph, objs, seen, d.cmd.Process.Pid)
-	cancel()
-	<-done
-	d.stop(b)
-	reportLag(b, "Kafka", ph, r)
+	defer func() {
+		cancel()
+		<-done
+		d.stop(b)
+	}()
+	for _, ph := range []lagPhase{
+		{name: "100 writes/s", workers: 4, rate: 100, dur: 20 * time.Second, p50: lowRateP50},
+		{name: "200 writes/s", workers: 8, rate: 200, dur: 20 * time.Second, target: 50 * time.Millisecond},
+	} {
+		sub := fmt.Sprintf("rate=%.0f", ph.rate)
+		ph.pprof, ph.profile = pprofAddr, "kafka-"+strings.TrimPrefix(sub, "rate=")
+		b.Run(sub, func(b *testing.B) {
+			reportLag(b, "Kafka", ph, runLagPhase(b, ph, objs, seen, d.cmd.Process.Pid))
+		})
+	}
 }
 
 // scrapeHistogram returns the _sum and _count of a histogram (all label sets added up)

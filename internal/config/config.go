@@ -108,7 +108,7 @@ func (t *Transforms) Key() []byte {
 type Pipeline struct {
 	BatchSize  int           `koanf:"batchSize"`  // changes per batch, default 5000 (batchBytes usually cuts relist batches first)
 	BatchBytes int           `koanf:"batchBytes"` // object bytes per batch, default 4 MiB
-	MaxWait    time.Duration `koanf:"maxWait"`    // how long a partial batch waits, default 10ms
+	MaxWait    time.Duration `koanf:"maxWait"`    // how long a batch waits to fill while the sink is idle, default 0 (adaptive: written at once)
 	Buffer     int           `koanf:"buffer"`     // events queued between source and sinks, default 256 (writes are double-buffered, so a short queue suffices)
 	// DetachAfter: with several sinks, one whose queue stays full this long is detached
 	// from the shared stream and catches up later from its own checkpoint. Default 10s.

@@ -52,7 +52,7 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 		Cluster:    "default",
 		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "auto", RelistJitter: 5 * time.Second},
 		Transforms: Transforms{RedactSecrets: true},
-		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 10 * time.Millisecond, Buffer: 256, DetachAfter: 10 * time.Second},
+		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 0, Buffer: 256, DetachAfter: 10 * time.Second},
 		Metrics:    Metrics{Address: "127.0.0.1:9464"},
 		Log:        Log{Level: "info", Format: "text", ProgressInterval: 5 * time.Second},
 		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,36 @@ type Metrics struct {
 
 	mu         sync.Mutex
 	degradedBy map[[2]string]Degradation // by resource and scope
+
+	// perSink caches the series of each (sink, resource), so that a batch's bookkeeping
+	// (written once or twice per change at a steady rate) does not hash and look up its
+	// label values again each time.
+	perSink sync.Map // [2]string → *sinkSeries
+}
+
+// sinkSeries are the children of one (sink, resource) that every batch updates.
+type sinkSeries struct {
+	batchSize, writeSeconds, lag prometheus.Observer
+	checkpointRV, checkpointTS   prometheus.Gauge
+	// changes by op (create, update, delete), made on first use: a series appears only
+	// once its op was counted.
+	changes [3]atomic.Pointer[prometheus.Counter]
+}
+
+// series returns the cached children of (sink, resource).
+func (m *Metrics) series(sink, resource string) *sinkSeries {
+	k := [2]string{sink, resource}
+	if v, ok := m.perSink.Load(k); ok {
+		return v.(*sinkSeries)
+	}
+	v, _ := m.perSink.LoadOrStore(k, &sinkSeries{
+		batchSize:    m.batchSize.WithLabelValues(sink, resource),
+		writeSeconds: m.writeSeconds.WithLabelValues(sink, resource),
+		lag:          m.lag.WithLabelValues(sink, resource),
+		checkpointRV: m.checkpointRV.WithLabelValues(sink, resource),
+		checkpointTS: m.checkpointTS.WithLabelValues(sink, resource),
+	})
+	return v.(*sinkSeries)
 }
 
 // Degradation is a resource (one scope of it) that does not stream, and why: what
@@ -178,7 +209,19 @@ func (m *Metrics) Changes(sink, resource, op string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.changes.WithLabelValues(sink, resource, op).Add(float64(n))
+	i := slices.Index([]change.Op{change.OpCreate, change.OpUpdate, change.OpDelete}, change.Op(op))
+	if i < 0 {
+		m.changes.WithLabelValues(sink, resource, op).Add(float64(n))
+		return
+	}
+	p := &m.series(sink, resource).changes[i]
+	c := p.Load()
+	if c == nil {
+		cc := m.changes.WithLabelValues(sink, resource, op)
+		c = &cc
+		p.Store(c)
+	}
+	(*c).Add(float64(n))
 }
 
 // BatchWritten records one batch a sink acknowledged: its size and how long the write took.
@@ -186,8 +229,9 @@ func (m *Metrics) BatchWritten(sink, resource string, size int, d time.Duration)
 	if m == nil {
 		return
 	}
-	m.batchSize.WithLabelValues(sink, resource).Observe(float64(size))
-	m.writeSeconds.WithLabelValues(sink, resource).Observe(d.Seconds())
+	ss := m.series(sink, resource)
+	ss.batchSize.Observe(float64(size))
+	ss.writeSeconds.Observe(d.Seconds())
 }
 
 // Lag records the time from receiving one event to the sink acknowledging it.
@@ -195,7 +239,7 @@ func (m *Metrics) Lag(sink, resource string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.lag.WithLabelValues(sink, resource).Observe(d.Seconds())
+	m.series(sink, resource).lag.Observe(d.Seconds())
 }
 
 // Relist counts one full LIST of resource.
@@ -252,8 +296,9 @@ func (m *Metrics) Checkpoint(sink, resource string, rv change.RV, at time.Time) 
 	if m == nil {
 		return
 	}
-	m.checkpointRV.WithLabelValues(sink, resource).Set(float64(rv))
-	m.checkpointTS.WithLabelValues(sink, resource).Set(float64(at.UnixNano()) / 1e9)
+	ss := m.series(sink, resource)
+	ss.checkpointRV.Set(float64(rv))
+	ss.checkpointTS.Set(float64(at.UnixNano()) / 1e9)
 }
 
 // KeyIndexSize records how many live objects the key index holds.

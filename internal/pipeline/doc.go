@@ -27,9 +27,11 @@
 //     in a new epoch (travel.go). Versions order by (epoch, RV) in every sink.
 //   - A stream that ends with a Fault degrades its resource alone; it is streamed again
 //     after a capped backoff (degraded.go). Any other error stops the pipeline.
-//   - Batches are cut by count, bytes, or MaxWait after their first change: low latency
-//     when quiet, large batches under load. One batch is written while the next fills
-//     (never two writes at once), so reading overlaps writing. A stream's own events (bookmarks) advance the
+//   - Batching is adaptive (group commit): a change that finds its sink idle is written at
+//     once; while a write is in flight the next batch fills, and goes out as soon as that
+//     write completes. Batches are also cut by count and bytes; relist batches only so.
+//     MaxWait (default 0) makes an idle sink's batch wait to fill. One batch is written
+//     while the next fills (never two writes at once), so reading overlaps writing. A stream's own events (bookmarks) advance the
 //     checkpoint without data.
 //   - On shutdown (ctx done) the stream stops, every queued event is written, and the
 //     checkpoints committed, within FlushTimeout — unless Options.Abandon says the cause

@@ -83,7 +83,7 @@ type Metrics interface {
 const (
 	DefaultBatchSize    = 5000 // BatchBytes usually cuts relist batches first
 	DefaultBatchBytes   = 4 << 20
-	DefaultMaxWait      = 10 * time.Millisecond // adaptive batching: an idle sink writes at once (cursor.run)
+	DefaultMaxWait      = 0 // adaptive batching: an idle sink writes at once (cursor.run)
 	DefaultBuffer       = 256
 	DefaultDetachAfter  = 10 * time.Second
 	DefaultFlushTimeout = 10 * time.Second

@@ -74,8 +74,8 @@ type Sink struct {
 	transport     *kafka.Transport
 	client        *kafka.Client
 	compression   kafka.Compression
-	// writer produces what send does not: records of a topic whose partition count is
-	// unknown, dead letters and resolved records.
+	// writer produces what send does not: chunks over sendMax records, records of a topic
+	// whose partition count is unknown, dead letters and resolved records.
 	writer *kafka.Writer
 	// batchBytes is the writer's BatchBytes and the most any topic's limit can be:
 	// opts.MaxMessageBytes, else the broker's message.max.bytes, else DefaultMaxMessageBytes.

@@ -1,0 +1,105 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// batchSizes lists the changes per written batch, with each batch's checkpoint.
+func batchSizes(s *memSink) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, b := range s.batches {
+		out = append(out, fmt.Sprintf("%d@%d", len(b.Changes), b.Checkpoint))
+	}
+	return fmt.Sprint(out)
+}
+
+// At the default settings a change that reaches an idle sink (no write in flight, nothing
+// queued behind it) is written at once: it does not wait on the clock for company. The
+// fake clock never moves here, so any wait for MaxWait would never end.
+func TestAnIdleSinkWritesALoneChangeAtOnceWithoutWaitingForItsBatchToFill(t *testing.T) {
+	s := newMemSink("pg")
+	clk := clocktesting.NewFakeClock(time.Now())
+	done := make(chan struct{})
+	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+		return &script{done: done, events: func(change.RV) []change.Event {
+			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
+		}}
+	}}})
+	stop := startRun(p)
+	<-done
+	waitFor(t, func() bool { log, ckpt := s.snapshot(); return len(log) == 1 && ckpt == 6 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := batchSizes(s), "[1@6]"; got != want {
+		t.Errorf("batches = %s, want %s", got, want)
+	}
+}
+
+// Under load the changes that arrive while a write is in flight are grouped (group
+// commit): the cursor keeps reading its queue during the write, and what it read goes out
+// as one batch as soon as that write completes, not one write each, and again without
+// waiting on the clock. The cursor is driven directly through an unbuffered queue, so
+// each send below returns only once the cursor took the change while the first write was
+// still blocked.
+func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes(t *testing.T) {
+	s := newMemSink("pg")
+	s.block = make(chan struct{})
+	s.writing = make(chan struct{}, 8)
+	unblock := sync.OnceFunc(func() { close(s.block) })
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
+	q := make(chan change.Event)
+	errc := make(chan error, 1)
+	go func() { errc <- c.run(q) }()
+	defer func() {
+		unblock()
+		cancel()
+	}()
+	send := func(ev change.Event) {
+		t.Helper()
+		select {
+		case q <- ev:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the cursor did not take %s@%d within 10s: it stopped reading its queue while a write was in flight", ev.Change.Key.Name, ev.Change.RV)
+		}
+	}
+	send(watched(change.OpCreate, obj("a", "u1", 6)))
+	select { // the lone first change is written at once, and its write blocks
+	case <-s.writing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first change was not written within 10s")
+	}
+	send(watched(change.OpCreate, obj("b", "u2", 7)))
+	send(watched(change.OpUpdate, obj("a", "u1", 8)))
+	send(watched(change.OpCreate, obj("c", "u3", 9)))
+	unblock()
+	waitFor(t, func() bool { log, ckpt := s.snapshot(); return len(log) == 4 && ckpt == 9 })
+	close(q)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := batchSizes(s), "[1@6 3@9]"; got != want {
+		t.Errorf("batches = %s, want %s: one for the lone change, one for all that came during its write", got, want)
+	}
+	log, _ := s.snapshot()
+	var order []string
+	for _, ch := range log {
+		order = append(order, fmt.Sprintf("%s@%d", ch.Key.Name, ch.RV))
+	}
+	if got, want := fmt.Sprint(order), "[a@6 b@7 a@8 c@9]"; got != want {
+		t.Errorf("written %s, want watch order %s", got, want)
+	}
+}
