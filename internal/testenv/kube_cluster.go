@@ -119,6 +119,11 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		// minutes, so tests that wait for the cluster to settle do not wait on them.
 		"--terminated-pod-gc-threshold=100",
 		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+		// A component that cannot renew its lease within the renew deadline exits. Its
+		// renewals wait in the same client rate limiter as its controllers, so on a loaded
+		// machine creating thousands of pods the 10 s default was missed and the
+		// controller-manager quit mid-rollout; nothing else competes for the lease here.
+		"--leader-elect-lease-duration=120s", "--leader-elect-renew-deadline=110s",
 	); err != nil {
 		return nil, err
 	}
@@ -130,6 +135,11 @@ clientConnection:
   kubeconfig: %q
   qps: %s
   burst: %s
+leaderElection:
+  leaderElect: true
+  leaseDuration: 120s
+  renewDeadline: 110s
+  retryPeriod: 2s
 `, k.Kubeconfig, qps, burst)), 0o600); err != nil {
 		return nil, err
 	}
