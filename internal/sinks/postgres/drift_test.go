@@ -103,3 +103,33 @@ func TestOnlyARowWhoseObjectChangedBehindKubeCDCsBackIsDriftedNotOneTouchedOrWri
 		}
 	}
 }
+
+// A repair or a resnapshot --full sends a version the audit trail already has as a
+// snapshot update; changes records each version once, whatever op it was first seen as.
+func TestASnapshotUpdateOfAVersionAlreadyInChangesAddsNoRowAndANewerOneDoes(t *testing.T) {
+	s, dsn := newSink(t, Options{})
+	ctx := testCtx(t)
+	first := cm("a", "u-a", 10, change.OpCreate)
+	write(t, s, batch(10, first))
+	again := first
+	again.Op, again.Snapshot = change.OpUpdate, true
+	write(t, s, batch(10, again))
+	newer := cm("a", "u-a", 12, change.OpUpdate)
+	newer.Snapshot = true
+	write(t, s, batch(12, newer))
+	rows, err := connect(t, dsn).Query(ctx, `SELECT op || '@' || resource_version FROM kube_cdc.changes WHERE name = 'a' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if want := []string{"create@10", "update@12"}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("changes of a = %v, want %v: the repair of version 10 is no new version", got, want)
+	}
+}

@@ -161,10 +161,15 @@ func newStatements(schema string) statements {
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
-		insertChanges: fmt.Sprintf(`INSERT INTO %s.changes (cluster, api_group, resource, namespace, name, uid,
+		insertChanges: fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 				resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 			SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
-			  FROM pg_temp.kube_cdc_stage
+			  FROM pg_temp.kube_cdc_stage st
+			 -- A snapshot update of a version the audit trail has already (a drift repair, a
+			 -- resnapshot --full, of a version first recorded as a create) adds no version.
+			 WHERE NOT (st.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
+					 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+					   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
 			 ORDER BY seq
 			ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, s),
 
