@@ -25,7 +25,7 @@ testbin: ## Build kube-apiserver, etcd and etcdutl for the tests into a cache ou
 
 test: testbin ## Run every test (unit, integration, end-to-end) with -race against real servers.
 	@echo "go test -race: building the test binaries (a few minutes when the build cache is cold), then a line as each package starts and ends"
-	@set -o pipefail; $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./hack/testprogress
+	@set -o pipefail; $(GO) test -race -count=1 -p 4 -timeout 40m -json $(PKGS) | $(GO) run ./hack/testprogress
 
 test-unit: ## Run only the tests that need no server.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
