@@ -224,15 +224,7 @@ func (f *File) Commit(ctx context.Context, sink string, b change.Batch) error {
 		return err
 	}
 	err := f.db.Update(func(tx *bolt.Tx) error {
-		s, err := tx.Bucket(bucketSinks).CreateBucketIfNotExists([]byte(sink))
-		if err != nil {
-			return err
-		}
-		r, err := s.CreateBucketIfNotExists(resourceBucketName(b.Resource))
-		if err != nil {
-			return err
-		}
-		keys, err := r.CreateBucketIfNotExists(bucketKeys)
+		r, keys, err := createKeysBucket(tx, sink, b.Resource)
 		if err != nil {
 			return err
 		}
@@ -313,15 +305,7 @@ func (f *File) Intend(ctx context.Context, sink string, b change.Batch) error {
 		return nil
 	}
 	err := f.db.Update(func(tx *bolt.Tx) error {
-		s, err := tx.Bucket(bucketSinks).CreateBucketIfNotExists([]byte(sink))
-		if err != nil {
-			return err
-		}
-		r, err := s.CreateBucketIfNotExists(resourceBucketName(b.Resource))
-		if err != nil {
-			return err
-		}
-		keys, err := r.CreateBucketIfNotExists(bucketKeys)
+		_, keys, err := createKeysBucket(tx, sink, b.Resource)
 		if err != nil {
 			return err
 		}
@@ -339,6 +323,20 @@ func (f *File) Intend(ctx context.Context, sink string, b change.Batch) error {
 		return fmt.Errorf("note the keys of %s/%s before sending them: %w", sink, b.Resource.ID(), err)
 	}
 	return nil
+}
+
+// createKeysBucket returns (creating them when missing) the bucket of (sink, res) and its
+// key index bucket.
+func createKeysBucket(tx *bolt.Tx, sink string, res change.Resource) (r, keys *bolt.Bucket, err error) {
+	s, err := tx.Bucket(bucketSinks).CreateBucketIfNotExists([]byte(sink))
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, err = s.CreateBucketIfNotExists(resourceBucketName(res)); err != nil {
+		return nil, nil, err
+	}
+	keys, err = r.CreateBucketIfNotExists(bucketKeys)
+	return r, keys, err
 }
 
 func (f *File) Close() error { return f.db.Close() }
