@@ -25,7 +25,7 @@ func defaults() map[string]any {
 		"kubernetes.burst":             100,
 		"kubernetes.compression":       false,
 		"kubernetes.pageSize":          500,
-		"kubernetes.listMode":          "auto",
+		"kubernetes.listMode":          "paged",
 		"kubernetes.relistJitter":      5 * time.Second,
 		"transforms.redactSecrets":     true,
 		"pipeline.batchSize":           pipeline.DefaultBatchSize,
