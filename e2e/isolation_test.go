@@ -83,6 +83,12 @@ func isoGizmo(t *testing.T, group, ns, name string) string {
 // isoConfigYAML streams the ConfigMaps of ns and one more resource into dsn, with
 // /readyz on addr, through kubeconfig.
 func isoConfigYAML(kubeconfig, dsn, ns, other, addr string) string {
+	return twoResourcesConfigYAML(kubeconfig, dsn, ns, other, ns, addr)
+}
+
+// twoResourcesConfigYAML streams the ConfigMaps of ns and resource other of otherNS into
+// dsn through kubeconfig, with the metrics on addr, logging at debug.
+func twoResourcesConfigYAML(kubeconfig, dsn, ns, other, otherNS, addr string) string {
 	return fmt.Sprintf(`cluster: e2e
 kubernetes:
   kubeconfig: %q
@@ -100,7 +106,7 @@ metrics:
   address: %q
 log:
   level: debug
-`, kubeconfig, ns, other, ns, dsn, addr)
+`, kubeconfig, ns, other, otherNS, dsn, addr)
 }
 
 // isoReadyz waits until /readyz answers code with a body matching want, and returns the

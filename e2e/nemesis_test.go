@@ -198,29 +198,6 @@ func TestNemesisKillsRestartsAndExpiredHistoryNeverBreakTheDeliveryContract(t *t
 	}
 }
 
-// nemesisConfigYAML streams the ConfigMaps of ns and the custom resource other of otherNS
-// into dsn through kubeconfig, with the metrics on addr.
-func nemesisConfigYAML(kubeconfig, dsn, ns, other, otherNS, addr string) string {
-	return fmt.Sprintf(`cluster: e2e
-kubernetes:
-  kubeconfig: %q
-resources:
-  - name: configmaps
-    namespaces: [%s]
-  - name: %s
-    namespaces: [%s]
-sinks:
-  - name: warehouse
-    type: postgres
-    postgres:
-      dsn: %q
-metrics:
-  address: %q
-log:
-  level: debug
-`, kubeconfig, ns, other, otherNS, dsn, addr)
-}
-
 // epochRow is a changes row of a ConfigMap with its epoch.
 type epochRow struct {
 	changeRow
@@ -401,7 +378,7 @@ func TestNemesisEtcdRestorePoisonObjectsAndCRDChurnNeverBreakTheDeliveryContract
 	newGizmo("g-0")
 	dsn := pg.NewDatabase(t)
 	addr := opsFreeAddr(t)
-	cfg := writeConfig(t, nemesisConfigYAML(k.Kubeconfig, dsn, ns, "gizmos."+group, crdNS, addr))
+	cfg := writeConfig(t, twoResourcesConfigYAML(k.Kubeconfig, dsn, ns, "gizmos."+group, crdNS, addr))
 	d := start(t, "run", "-c", cfg)
 	waitConverged(t, cs, dsn, ns, d)
 
