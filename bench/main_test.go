@@ -221,6 +221,9 @@ func startDaemon(b *testing.B, config string) *daemon {
 		b.Fatal(err)
 	}
 	d.cmd = exec.Command(daemonBin, "run", "-c", cfg)
+	if env := os.Getenv(DaemonEnv); env != "" {
+		d.cmd.Env = append(os.Environ(), strings.Fields(env)...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.start = time.Now()
 	if err := d.cmd.Start(); err != nil {
@@ -371,6 +374,10 @@ func readTail(path string) string { return testenv.Tail(path, 30) }
 // DebugEnv, when set, runs the lag benchmarks' daemons at log level debug (per-batch step
 // timings) and keeps their logs in the temporary directory, named in the output.
 const DebugEnv = "KUBE_CDC_BENCH_DEBUG"
+
+// DaemonEnv holds NAME=VALUE pairs (space-separated) added to every benchmarked kube-cdc
+// process's environment, e.g. "GOMAXPROCS=1 GOGC=200", to measure runtime settings.
+const DaemonEnv = "KUBE_CDC_BENCH_DAEMON_ENV"
 
 func daemonLogLevel() string {
 	if os.Getenv(DebugEnv) != "" {

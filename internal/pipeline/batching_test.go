@@ -47,11 +47,9 @@ func TestAnIdleSinkWritesALoneChangeAtOnceWithoutWaitingForItsBatchToFill(t *tes
 }
 
 // Under load the changes that arrive while a write is in flight are grouped (group
-// commit): the cursor keeps reading its queue during the write, and what it read goes out
-// as one batch as soon as that write completes, not one write each, and again without
-// waiting on the clock. The cursor is driven directly through an unbuffered queue, so
-// each send below returns only once the cursor took the change while the first write was
-// still blocked.
+// commit): they wait in the cursor's queue during the write, and go out as one batch as
+// soon as that write completes, not one write each, and again without waiting on the
+// clock. The cursor is driven directly through its queue, buffered as the pipeline's.
 func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes(t *testing.T) {
 	s := newMemSink("pg")
 	s.block = make(chan struct{})
@@ -61,7 +59,7 @@ func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes
 	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
 	ctx, cancel := context.WithCancel(context.Background())
 	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
-	q := make(chan change.Event)
+	q := make(chan change.Event, DefaultBuffer)
 	errc := make(chan error, 1)
 	go func() { errc <- c.run(q) }()
 	defer func() {
@@ -73,7 +71,7 @@ func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes
 		select {
 		case q <- ev:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("the cursor did not take %s@%d within 10s: it stopped reading its queue while a write was in flight", ev.Change.Key.Name, ev.Change.RV)
+			t.Fatalf("could not queue %s@%d within 10s", ev.Change.Key.Name, ev.Change.RV)
 		}
 	}
 	send(watched(change.OpCreate, obj("a", "u1", 6)))

@@ -101,7 +101,11 @@ func (c *cursor) run(q <-chan change.Event) error {
 		if c.dirty() && c.inflight == nil && c.index == nil {
 			wait := c.p.opts.MaxWait - clk.Since(c.first)
 			if wait <= 0 && len(q) == 0 {
-				if err := c.flush(); err != nil {
+				// Nothing else to gather and nothing in flight: write in this goroutine.
+				// A write goroutine would only add two hand-offs per batch (to it and
+				// back), which at one change per batch cost more CPU than the write's
+				// encoding; what arrives meanwhile waits in q and forms the next batch.
+				if err := c.flushNow(); err != nil {
 					return err
 				}
 				continue
@@ -412,7 +416,13 @@ func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]string
 
 // flush hands the batch and its checkpoint to a write, once the write before it (if any)
 // has finished; its error, if any, is returned here or by the next wait.
-func (c *cursor) flush() error {
+func (c *cursor) flush() error { return c.flushMode(false) }
+
+// flushNow writes the batch and its checkpoint in this goroutine and returns when the
+// write is done (or has failed for good).
+func (c *cursor) flushNow() error { return c.flushMode(true) }
+
+func (c *cursor) flushMode(now bool) error {
 	if !c.dirty() {
 		return nil
 	}
@@ -429,10 +439,17 @@ func (c *cursor) flush() error {
 	c.batch = make([]change.Change, 0, min(cap(c.batch), c.p.opts.BatchSize))
 	c.bytes = 0
 	c.first = time.Time{}
-	done := make(chan error, 1)
-	c.inflight = done
 	committed := c.committedFn
 	c.committedFn = nil
+	if now {
+		err := c.write(c.prepare(b), b, relisting)
+		if err == nil && committed != nil {
+			committed()
+		}
+		return err
+	}
+	done := make(chan error, 1)
+	c.inflight = done
 	go func() {
 		err := c.write(c.prepare(b), b, relisting)
 		if err == nil && committed != nil {

@@ -24,8 +24,9 @@ type Sink struct {
 	pool          *pgxpool.Pool
 	password      string // scrubbed from every error
 	sql           statements
-	metrics       Metrics // optional: SetMetrics
-	noPrecheck    bool    // tests: leave every poison object to the bisecting safety net
+	inline        *inlineStatements // single-statement writes of small batches (inline.go)
+	metrics       Metrics           // optional: SetMetrics
+	noPrecheck    bool              // tests: leave every poison object to the bisecting safety net
 
 	// Retention runs in the background, at most one at a time, until Close.
 	bgCtx         context.Context
@@ -84,6 +85,7 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 		pool: pool, password: password,
 		sql: newStatements(opts.Schema),
 	}
+	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql)
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres sink %q: %w", name, err)

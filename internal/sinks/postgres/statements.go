@@ -93,37 +93,7 @@ func newStatements(schema string) statements {
 		// (drift checks, migration 008); a live row at the same version that is drifted was
 		// edited by hand, and the same version written again (the reconcile diff's repair)
 		// replaces it.
-		upsert: fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
-				namespace, name, uid, resource_version, epoch, labels, object, object_xmin, object_hash, changed_by,
-				created_at, updated_at, deleted_at, delete_inferred, delete_reason)
-			SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
-				txid_current() %% 4294967296, jsonb_hash_extended(s.object, 0), s.changed_by,
-				now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
-				CASE WHEN s.op = 'delete' THEN s.reason END
-			  FROM %s s
-			 WHERE NOT ($6::boolean AND s.op = 'delete')
-			ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
-				api_version      = excluded.api_version,
-				kind             = excluded.kind,
-				uid              = CASE WHEN excluded.uid = '' THEN o.uid ELSE excluded.uid END,
-				resource_version = excluded.resource_version,
-				epoch            = excluded.epoch,
-				labels           = CASE WHEN excluded.object IS NULL THEN o.labels ELSE excluded.labels END,
-				object           = coalesce(excluded.object, o.object),
-				object_xmin      = excluded.object_xmin,
-				object_hash      = CASE WHEN excluded.object IS NULL THEN o.object_hash ELSE excluded.object_hash END,
-				changed_by       = CASE WHEN excluded.object IS NULL THEN o.changed_by ELSE excluded.changed_by END,
-				created_at       = CASE WHEN excluded.uid NOT IN ('', o.uid) THEN now() ELSE o.created_at END,
-				updated_at       = now(),
-				deleted_at       = excluded.deleted_at,
-				delete_inferred  = excluded.delete_inferred,
-				delete_reason    = excluded.delete_reason
-			WHERE (o.epoch, o.resource_version) < (excluded.epoch, excluded.resource_version)
-			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
-			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL
-			   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
-			      AND o.deleted_at IS NULL AND excluded.deleted_at IS NULL AND excluded.object IS NOT NULL
-			      AND %s`, s, latestPerKey, drifted("o.")),
+		upsert: upsertSQL(s, latestPerKey),
 
 		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
 		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
@@ -161,17 +131,7 @@ func newStatements(schema string) statements {
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
-		insertChanges: fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
-				resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
-			SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
-			  FROM pg_temp.kube_cdc_stage st
-			 -- A snapshot update of a version the audit trail has already (a drift repair, a
-			 -- resnapshot --full, of a version first recorded as a create) adds no version.
-			 WHERE NOT (st.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
-					 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
-					   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
-			 ORDER BY seq
-			ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, s),
+		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage"),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
@@ -193,12 +153,7 @@ func newStatements(schema string) statements {
 		// of its key resolves it: objects holds a good version again. The uncorrelated
 		// EXISTS is a one-time filter, so while nothing of the resource is in quarantine
 		// (the usual case) the stage is not even read.
-		resolve: fmt.Sprintf(`UPDATE %[1]s.quarantine q SET resolved_at = now(), resolved_rv = s.rv
-			  FROM %[2]s s
-			 WHERE q.cluster = $1 AND q.api_group = $2 AND q.resource = $3 AND q.resolved_at IS NULL
-			   AND q.namespace = s.namespace AND q.name = s.name AND (q.epoch, q.resource_version) < (s.epoch, s.rv)
-			   AND EXISTS (SELECT 1 FROM %[1]s.quarantine u
-							WHERE u.cluster = $1 AND u.api_group = $2 AND u.resource = $3 AND u.resolved_at IS NULL)`, s, latestPerKey),
+		resolve: resolveSQL(s, latestPerKey),
 
 		// A checkpoint never moves backwards in (epoch, RV), even when an old batch is
 		// replayed; a new epoch's checkpoint replaces a higher RV of an older one.
@@ -252,6 +207,70 @@ func newStatements(schema string) statements {
 		forgetScopes: fmt.Sprintf(`DELETE FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4 AND scope <> ALL($5::text[])`, s),
 	}
+}
+
+// upsertSQL moves the newest change of each key of src (a relation with the stage's
+// columns, one row per key) into objects. $1 cluster, $2 group, $3 version, $4 resource,
+// $5 kind, $6 hard delete.
+func upsertSQL(schema, src string) string {
+	return fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
+			namespace, name, uid, resource_version, epoch, labels, object, object_xmin, object_hash, changed_by,
+			created_at, updated_at, deleted_at, delete_inferred, delete_reason)
+		SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
+			txid_current() %% 4294967296, jsonb_hash_extended(s.object, 0), s.changed_by,
+			now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
+			CASE WHEN s.op = 'delete' THEN s.reason END
+		  FROM %s s
+		 WHERE NOT ($6::boolean AND s.op = 'delete')
+		ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
+			api_version      = excluded.api_version,
+			kind             = excluded.kind,
+			uid              = CASE WHEN excluded.uid = '' THEN o.uid ELSE excluded.uid END,
+			resource_version = excluded.resource_version,
+			epoch            = excluded.epoch,
+			labels           = CASE WHEN excluded.object IS NULL THEN o.labels ELSE excluded.labels END,
+			object           = coalesce(excluded.object, o.object),
+			object_xmin      = excluded.object_xmin,
+			object_hash      = CASE WHEN excluded.object IS NULL THEN o.object_hash ELSE excluded.object_hash END,
+			changed_by       = CASE WHEN excluded.object IS NULL THEN o.changed_by ELSE excluded.changed_by END,
+			created_at       = CASE WHEN excluded.uid NOT IN ('', o.uid) THEN now() ELSE o.created_at END,
+			updated_at       = now(),
+			deleted_at       = excluded.deleted_at,
+			delete_inferred  = excluded.delete_inferred,
+			delete_reason    = excluded.delete_reason
+		WHERE (o.epoch, o.resource_version) < (excluded.epoch, excluded.resource_version)
+		   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
+		      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL
+		   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
+		      AND o.deleted_at IS NULL AND excluded.deleted_at IS NULL AND excluded.object IS NOT NULL
+		      AND %s`, schema, src, drifted("o."))
+}
+
+// insertChangesSQL appends every change of stage (a relation with the stage's columns) to
+// changes, in seq order. $1 cluster, $2 group, $3 resource.
+func insertChangesSQL(schema, stage string) string {
+	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
+			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
+		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
+		  FROM %[2]s st
+		 -- A snapshot update of a version the audit trail has already (a drift repair, a
+		 -- resnapshot --full, of a version first recorded as a create) adds no version.
+		 WHERE NOT (st.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
+				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
+		 ORDER BY seq
+		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage)
+}
+
+// resolveSQL resolves the quarantined changes that a newer change of src (one row per
+// key) supersedes. $1 cluster, $2 group, $3 resource.
+func resolveSQL(schema, src string) string {
+	return fmt.Sprintf(`UPDATE %[1]s.quarantine q SET resolved_at = now(), resolved_rv = s.rv
+		  FROM %[2]s s
+		 WHERE q.cluster = $1 AND q.api_group = $2 AND q.resource = $3 AND q.resolved_at IS NULL
+		   AND q.namespace = s.namespace AND q.name = s.name AND (q.epoch, q.resource_version) < (s.epoch, s.rv)
+		   AND EXISTS (SELECT 1 FROM %[1]s.quarantine u
+						WHERE u.cluster = $1 AND u.api_group = $2 AND u.resource = $3 AND u.resolved_at IS NULL)`, schema, src)
 }
 
 // clearStage empties the stage between the chunks of writeBisecting's transaction (a

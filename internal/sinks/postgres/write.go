@@ -31,7 +31,9 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, clusterUID: b.ClusterUID, travel: b.TimeTravel}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
 	var err error
-	if len(b.Changes) <= smallBatch {
+	if s.inlines(w) {
+		err = s.writeInline(ctx, w)
+	} else if len(b.Changes) <= smallBatch {
 		err = s.writeSmall(ctx, w)
 	} else {
 		err = s.writeCopy(ctx, w)
