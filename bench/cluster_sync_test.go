@@ -150,10 +150,18 @@ func startScaleCluster(b *testing.B) *scaleCluster {
 // Deployments: listing 10,000 pods four times a second would slow the scheduler it waits
 // for), then until every Service's EndpointSlices hold every available pod as ready. On
 // this shared machine a few pods at 10k scale can stay unready for good (KWOK does not
-// retry a failed status patch); once every pod exists and nothing has moved for
-// stallAfter, the workload counts as settled and the shortfall is reported.
+// retry a failed status patch): while nothing moves, such pods are nudged every
+// nudgeAfter (testenv.Cluster.NudgeStuckPods); once every pod exists and nothing has
+// moved for stallAfter, the workload counts as settled and the shortfall is reported.
 func (sc *scaleCluster) waitWorkload(ctx context.Context, timeout time.Duration) error {
-	const stallAfter = 45 * time.Second
+	const stallAfter, nudgeAfter = 90 * time.Second, 15 * time.Second
+	var lastNudge time.Time
+	nudged := 0
+	defer func() {
+		if nudged > 0 {
+			fmt.Printf("bench: cluster: %d pod nudges in all (testenv.Cluster.NudgeStuckPods)\n", nudged)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	want := sc.shape.deployments * sc.shape.replicas
@@ -186,6 +194,16 @@ func (sc *scaleCluster) waitWorkload(ctx context.Context, timeout time.Duration)
 		}
 		if progress := updated*1_000_000 + available; progress != prev {
 			prev, lastMove = progress, time.Now()
+		} else if updated == want && total == want && time.Since(lastMove) > nudgeAfter && time.Since(lastNudge) > nudgeAfter {
+			lastNudge = time.Now()
+			n, err := sc.NudgeStuckPods(ctx, scaleNS, nudgeAfter)
+			if err != nil {
+				return fmt.Errorf("nudge stuck pods: %w", err)
+			}
+			if n > 0 {
+				nudged += n
+				fmt.Printf("bench: cluster: nudged %d pods KWOK left scheduled but not ready for %v\n", n, nudgeAfter)
+			}
 		} else if updated == want && total == want && time.Since(lastMove) > stallAfter {
 			fmt.Printf("bench: cluster: %d of %d pods never became available (nothing moved for %v); going on with the cluster as it is\n",
 				want-available, want, stallAfter)

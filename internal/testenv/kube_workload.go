@@ -284,3 +284,52 @@ func (c *Cluster) poll(ctx context.Context, timeout time.Duration, check func(co
 		}
 	}
 }
+
+// NudgeStuckPods touches (an annotation) every pod of ns that was scheduled more than
+// olderThan ago and is still not Running and Ready, and returns how many it touched. KWOK
+// moves a pod through its stages when it sees the pod change; a status patch of its that
+// failed (a timeout on a loaded machine) is not retried, so without a nudge such a pod
+// stays Pending for good. The annotation's update is the event that makes KWOK look again.
+func (c *Cluster) NudgeStuckPods(ctx context.Context, ns string, olderThan time.Duration) (int, error) {
+	pods, err := c.Clientset().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return 0, err
+	}
+	var stuck []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodRunning && podReady(&p) {
+			continue
+		}
+		scheduled := p.CreationTimestamp.Time
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionTrue {
+				scheduled = cond.LastTransitionTime.Time
+			}
+		}
+		if time.Since(scheduled) > olderThan {
+			stuck = append(stuck, p.Name)
+		}
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"testenv.kube-cdc.io/nudged":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, name := range stuck {
+		g.Go(func() error {
+			_, err := c.Clientset().CoreV1().Pods(ns).Patch(gctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+	}
+	return len(stuck), g.Wait()
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
