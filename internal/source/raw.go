@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 )
 
 // rawObject is an object as the apiserver sent it, with the metadata the stream needs
@@ -70,7 +69,7 @@ func negotiatedSerializer() runtime.NegotiatedSerializer {
 		StreamSerializer: &runtime.StreamSerializerInfo{
 			EncodesAsText: true,
 			Serializer:    rawSerializer{},
-			Framer:        jsonserializer.Framer,
+			Framer:        jsonFramer{},
 		},
 	})
 }

@@ -1,9 +1,13 @@
 package source
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/framer"
 )
 
 // A ConfigMap of about 1.3 KB as the apiserver sends it, managedFields included.
@@ -41,5 +45,32 @@ func BenchmarkDecodeOfAWatchEvent(b *testing.B) {
 		if _, _, err := (rawSerializer{}).Decode(ev, nil, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkFramingOfAWatchStream: the frames of 1,000 ConfigMap events, by apimachinery's
+// encoding/json framer and by jsonFramer.
+func BenchmarkFramingOfAWatchStream(b *testing.B) {
+	ev := `{"type":"MODIFIED","object":` + string(benchObject) + "}\n"
+	stream := []byte(strings.Repeat(ev, 1000))
+	for name, newReader := range map[string]func(io.ReadCloser) io.ReadCloser{
+		"apimachinery": framer.NewJSONFramedReader,
+		"kube-cdc":     jsonFramer{}.NewFrameReader,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			buf := make([]byte, 64<<10)
+			for b.Loop() {
+				r := newReader(io.NopCloser(bytes.NewReader(stream)))
+				for {
+					if _, err := r.Read(buf); err != nil {
+						if err != io.EOF {
+							b.Fatal(err)
+						}
+						break
+					}
+				}
+			}
+		})
 	}
 }
