@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ import (
 // change waits up to 10 ms for company). Both see the very same writes on the same loaded
 // machine, so their ratios are fair even when the absolute figures are not. Reported per
 // rate: each one's ack→visible p50/p99 and CPU per 1,000 changes, and adaptive/10ms.
-// Targets: adaptive p50 ≤ 2 ms at 100 writes/s, and its CPU per change not above the 10 ms
+// With BaselineBinEnv set, a third process runs that binary at its defaults on the same
+// writes (before/after a change, under the same load). Targets: adaptive p50 ≤ 2 ms at 100 writes/s, and its CPU per change not above the 10 ms
 // batcher's (ratio ≤ 1.0; the noise between two processes is a few percent).
 func BenchmarkLagAdaptiveBatching(b *testing.B) {
 	const ns = "bench-lag-batching"
@@ -28,13 +30,18 @@ func BenchmarkLagAdaptiveBatching(b *testing.B) {
 	var arms []*arm
 	ctx, cancel := context.WithCancel(context.Background())
 	var polls []chan error
-	for _, a := range []struct{ name, extra string }{
-		{"adaptive", ""},
-		{"maxWait=10ms", "pipeline:\n  maxWait: 10ms\n"},
-	} {
+	type config struct{ name, bin, extra string }
+	configs := []config{
+		{"adaptive", daemonBin, ""},
+		{"maxWait=10ms", daemonBin, "pipeline:\n  maxWait: 10ms\n"},
+	}
+	if bin := os.Getenv(BaselineBinEnv); bin != "" {
+		configs = append(configs, config{"baseline", bin, ""})
+	}
+	for _, a := range configs {
 		dsn := pg.NewDatabase(b)
 		conn := connect(b, dsn)
-		d := startDaemon(b, pgDaemonConfigLevel(dsn, ns, daemonLogLevel())+a.extra)
+		d := startDaemonBin(b, a.bin, pgDaemonConfigLevel(dsn, ns, daemonLogLevel())+a.extra)
 		waitSynced(b, conn, ns, lagObjects, 2*time.Minute, d)
 		var fromID int64
 		if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM kube_cdc.changes`).Scan(&fromID); err != nil {
@@ -85,6 +92,11 @@ func BenchmarkLagAdaptiveBatching(b *testing.B) {
 			b.ReportMetric(ms(stats[0].p50)/ms(stats[1].p50), "p50_adaptive/10ms")
 			b.ReportMetric(0, "ns/op")
 			fmt.Fprintf(&line, " CPU adaptive/10ms %.2f (target <= 1.0: %s)", ratio, verdict(ratio <= 1.0))
+			if len(arms) > 2 {
+				fmt.Fprintf(&line, "; this tree/baseline binary: CPU %.2f, p50 %.2f, p99 %.2f", cpu[0]/cpu[2],
+					ms(stats[0].p50)/ms(stats[2].p50), ms(stats[0].p99)/ms(stats[2].p99))
+				b.ReportMetric(cpu[0]/cpu[2], "cpu_adaptive/baseline")
+			}
 			if rate == 100 {
 				fmt.Fprintf(&line, "; adaptive p50 target <= %v: %s", lowRateP50, verdict(stats[0].p50 <= lowRateP50))
 			}

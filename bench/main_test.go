@@ -210,6 +210,12 @@ type daemon struct {
 
 func startDaemon(b *testing.B, config string) *daemon {
 	b.Helper()
+	return startDaemonBin(b, daemonBin, config)
+}
+
+// startDaemonBin is startDaemon with another kube-cdc binary (BaselineBinEnv).
+func startDaemonBin(b *testing.B, bin, config string) *daemon {
+	b.Helper()
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
@@ -220,7 +226,7 @@ func startDaemon(b *testing.B, config string) *daemon {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d.cmd = exec.Command(daemonBin, "run", "-c", cfg)
+	d.cmd = exec.Command(bin, "run", "-c", cfg)
 	if env := os.Getenv(DaemonEnv); env != "" {
 		d.cmd.Env = append(os.Environ(), strings.Fields(env)...)
 	}
@@ -374,6 +380,11 @@ func readTail(path string) string { return testenv.Tail(path, 30) }
 // DebugEnv, when set, runs the lag benchmarks' daemons at log level debug (per-batch step
 // timings) and keeps their logs in the temporary directory, named in the output.
 const DebugEnv = "KUBE_CDC_BENCH_DEBUG"
+
+// BaselineBinEnv names another kube-cdc binary (an earlier commit's `go build
+// ./cmd/kube-cdc`): BenchmarkLagAdaptiveBatching then follows the same writes with it too,
+// at its defaults, and reports this tree's CPU and latency against it.
+const BaselineBinEnv = "KUBE_CDC_BENCH_BASELINE_BIN"
 
 // DaemonEnv holds NAME=VALUE pairs (space-separated) added to every benchmarked kube-cdc
 // process's environment, e.g. "GOMAXPROCS=1 GOGC=200", to measure runtime settings.
