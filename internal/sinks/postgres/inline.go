@@ -86,19 +86,7 @@ func (in *inlineStatements) statement(rows int, checkpoint bool) string {
 	sb.WriteString("WITH stage (")
 	sb.WriteString(strings.Join(stageColumns, ", "))
 	sb.WriteString(") AS (VALUES ")
-	for i := range rows {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteByte('(')
-		for j, typ := range stageTypes {
-			if j > 0 {
-				sb.WriteString(", ")
-			}
-			fmt.Fprintf(&sb, "$%d::%s", inlineFixed(checkpoint)+i*stageWidth+j+1, typ)
-		}
-		sb.WriteByte(')')
-	}
+	writeStageValues(&sb, rows, inlineFixed(checkpoint)+1, stageTypes[:])
 	sb.WriteString("),\nlatest AS (SELECT DISTINCT ON (namespace, name) * FROM stage ORDER BY namespace, name, epoch DESC, rv DESC, seq DESC),\n")
 	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", in.objects, in.changes, in.resolve)
 	if checkpoint {

@@ -352,27 +352,37 @@ const (
 	maxWorkMemKB     = 128 << 10 // per sort, per connection: at most MaxConns at a time
 )
 
-// stageInsert is INSERT INTO the stage VALUES ($1…$12), … for n rows.
+// stageInsert is INSERT INTO the stage VALUES ($1…$15), … for n rows.
 func stageInsert(n int) string {
 	var sb strings.Builder
 	sb.WriteString("INSERT INTO pg_temp.kube_cdc_stage (")
 	sb.WriteString(strings.Join(stageColumns, ", "))
 	sb.WriteString(") VALUES ")
+	writeStageValues(&sb, n, 1, nil)
+	return sb.String()
+}
+
+// writeStageValues writes n rows of stage placeholders, ($first, …), (…), each cast to
+// its column's type when types is given.
+func writeStageValues(sb *strings.Builder, n, first int, types []string) {
 	for i := range n {
 		if i > 0 {
-			sb.WriteByte(',')
+			sb.WriteString(", ")
 		}
 		sb.WriteByte('(')
 		for j := range stageWidth {
 			if j > 0 {
-				sb.WriteByte(',')
+				sb.WriteString(", ")
 			}
 			sb.WriteByte('$')
-			sb.WriteString(strconv.Itoa(i*stageWidth + j + 1))
+			sb.WriteString(strconv.Itoa(first + i*stageWidth + j))
+			if types != nil {
+				sb.WriteString("::")
+				sb.WriteString(types[j])
+			}
 		}
 		sb.WriteByte(')')
 	}
-	return sb.String()
 }
 
 // checkBatch rejects what retrying cannot fix: RVs that do not fit the bigint columns
