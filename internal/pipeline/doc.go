@@ -30,8 +30,10 @@
 //   - Batching is adaptive (group commit): a change that finds its sink idle is written at
 //     once; while a write is in flight the next batch fills, and goes out as soon as that
 //     write completes. Batches are also cut by count and bytes; relist batches only so.
-//     MaxWait (default 0) makes an idle sink's batch wait to fill. One batch is written
-//     while the next fills (never two writes at once), so reading overlaps writing. A stream's own events (bookmarks) advance the
+//     MaxWait (default 0) makes an idle sink's batch wait to fill. Under load one batch is
+//     written while the next fills (never two writes at once), so reading overlaps
+//     writing; a batch flushed because the sink was idle and the queue empty is written in
+//     the cursor's goroutine (no hand-off). A stream's own events (bookmarks) advance the
 //     checkpoint without data.
 //   - On shutdown (ctx done) the stream stops, every queued event is written, and the
 //     checkpoints committed, within FlushTimeout — unless Options.Abandon says the cause

@@ -47,7 +47,11 @@
 // a later, narrower row in an earlier page's free space), quarantined changes are
 // inserted, quarantined keys the batch brings anew are resolved, and one upsert moves the
 // checkpoint. Object JSON goes to jsonb as the source produced it,
-// never decoded in Go.
+// never decoded in Go. A batch of up to 64 changes skips COPY: a steady watch's batch
+// (no snapshots, quarantined changes, hard deletes or time travel) is one statement whose
+// VALUES list stands for the stage and whose data-modifying CTEs do the same writes
+// (inline.go); any other small batch is the stage insert and the statements, pipelined in
+// one round trip (writeSmall).
 //
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
 // returns every live object of the resource whatever scope wrote it, while checkpoints
