@@ -88,7 +88,7 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	// Phase 1: a rollout wave of every Deployment, until the cluster has settled and both
 	// sinks hold a sentinel write made after it.
 	kc := kafkaClient()
-	c0, id0, rec0 := sampleCPU(procs), maxChangeID(b, conn), scaleRecords(kc, churnTopicPrefix)
+	c0, id0, rec0, wal0 := sampleCPU(procs), maxChangeID(b, conn), scaleRecords(kc, churnTopicPrefix), walLSN(b, conn)
 	if err := sc.SetImage(ctx, scaleNS, "app:2", sc.deployments...); err != nil {
 		b.Fatal(err)
 	}
@@ -107,6 +107,7 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	reportf(b, "rollout wave: %d Deployments × %d replicas to a new image; settled, then both sinks caught up %v later",
 		sc.shape.deployments, sc.shape.replicas, caughtUp.Round(time.Millisecond))
 	rollout.log(b, procs)
+	reportWAL(b, "rollout wave", walSince(b, conn, wal0), rollout.changes)
 
 	// Phase 2: pod status updates at a controlled rate.
 	pods, err := sc.writer.CoreV1().Pods(scaleNS).List(ctx, metav1.ListOptions{Limit: churnStatusPods})
@@ -117,7 +118,7 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	for i, p := range pods.Items {
 		names[i] = p.Name
 	}
-	c0, id0, rec0 = sampleCPU(procs), maxChangeID(b, conn), scaleRecords(kc, churnTopicPrefix)
+	c0, id0, rec0, wal0 = sampleCPU(procs), maxChangeID(b, conn), scaleRecords(kc, churnTopicPrefix), walLSN(b, conn)
 	acks := sc.patchPodStatuses(b, names, churnStatusWriters, churnStatusRate, churnStatusFor)
 	missingPG, missingK := seenPG.waitAll(acks, 2*time.Minute), seenK.waitAll(acks, 2*time.Minute)
 	c1 = sampleCPU(procs)
@@ -129,6 +130,7 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	lagPG, lagK := summarize(seenPG.lags(acks)), summarize(seenK.lags(acks))
 	wps := float64(len(acks)) / churnStatusFor.Seconds()
 	status.log(b, procs)
+	reportWAL(b, "pod status phase", walSince(b, conn, wal0), status.changes)
 	for _, x := range []struct {
 		sink string
 		s    lagStats
@@ -508,4 +510,13 @@ func (p churnPhase) log(b *testing.B, procs []watchedProc) {
 		100*(p.cpu.busy-named)/max(p.cpu.capacity, 1e-9))
 	fmt.Fprintf(&sb, "\n  kube-cdc CPU per 1,000 changes: PostgreSQL %.3f s, Kafka %.3f s", p.per1k(0), p.per1k(1))
 	reportf(b, "%s", sb.String())
+}
+
+// reportWAL states the PostgreSQL write volume of a churn phase: WAL bytes in all (the
+// server's, every database's: the Kafka daemon writes none) and per changes row.
+func reportWAL(b *testing.B, phase string, wal, changes int64) {
+	if changes == 0 {
+		return
+	}
+	reportf(b, "  %s: PostgreSQL WAL %.1f MB for %d changes rows = %.0f bytes per change (sizing)", phase, float64(wal)/1e6, changes, float64(wal)/float64(changes))
 }

@@ -399,9 +399,17 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	// kube-cdc: the built binary, an empty database.
 	dsn := pg.NewDatabase(b)
 	conn := connect(b, dsn)
+	walBefore := walLSN(b, conn)
 	d := startDaemon(b, scalePostgresConfig(sc, dsn))
 	synced := waitScaleSyncedPostgres(b, conn, n, 10*time.Minute, d)
 	wall := synced.Sub(d.start)
+	rss := procStatus(d.cmd.Process.Pid, "VmHWM")
+	wal := walSince(b, conn, walBefore)
+	var tables int64
+	if err := conn.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'kube_cdc' AND c.relkind = 'r'`).Scan(&tables); err != nil {
+		b.Fatal(err)
+	}
 	cpu := d.stop(b)
 
 	// Baseline B: the informer program, an empty database.
@@ -426,7 +434,12 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	b.ReportMetric(perK(cpu)/perK(bRes.cpu), "cpu_kubecdc/B")
 	b.ReportMetric(heap.perObj, "relist_heap_B/obj")
 	b.ReportMetric(float64(bRes.heap)/float64(n), "B_heap_B/obj")
+	b.ReportMetric(float64(rss)/(1<<20), "kubecdc_peak_rss_MiB")
+	b.ReportMetric(float64(wal)/1e6, "pg_wal_MB")
+	b.ReportMetric(float64(tables)/1e6, "pg_tables_MB")
 	b.ReportMetric(0, "ns/op")
+	reportf(b, "  sizing: kube-cdc peak RSS %.0f MiB; PostgreSQL WAL written %.1f MB, kube_cdc tables %.1f MB on disk (%.0f / %.0f bytes per object)",
+		float64(rss)/(1<<20), float64(wal)/1e6, float64(tables)/1e6, float64(wal)/float64(n), float64(tables)/float64(n))
 	reportf(b, "initial sync at cluster scale into PostgreSQL: %s\n"+
 		"  baseline A (bare LIST limit 500 no gzip %v + COPY into objects and changes %v) = %v\n"+
 		"  kube-cdc wall %v, CPU %.2fs (%.3f CPU-s per 1k objects)\n"+
@@ -723,4 +736,25 @@ func scaleRecords(c *kafka.Client, prefix string) (n int64) {
 // after a few lines.
 func reportf(b *testing.B, format string, args ...any) {
 	fmt.Printf("bench: %s: %s\n", b.Name(), fmt.Sprintf(format, args...))
+}
+
+// walLSN is the server's current WAL position.
+func walLSN(b *testing.B, conn *pgx.Conn) string {
+	b.Helper()
+	var lsn string
+	if err := conn.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		b.Fatal(err)
+	}
+	return lsn
+}
+
+// walSince is how many bytes of WAL the server wrote since lsn (every database's: the
+// benchmarks run one at a time).
+func walSince(b *testing.B, conn *pgx.Conn, lsn string) int64 {
+	b.Helper()
+	var n int64
+	if err := conn.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, lsn).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
