@@ -416,7 +416,12 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	bRes := clusterInformer(b, sc, pg.NewDatabase(b), n)
 
 	// The heap of a relist against the database kube-cdc filled (the whole key index).
+	// The same relist into an empty database: no key index to load, the same LIST pages,
+	// batches and writes. The difference of the two is what tracking the objects costs.
+	emptyDSN := pg.NewDatabase(b)
+	empty := relistHeap(b, sc, emptyDSN, connect(b, emptyDSN), n)
 	heap := relistHeap(b, sc, dsn, conn, n)
+	tracked := (float64(heap.peak) - float64(min(heap.base, heap.peak)) - float64(empty.peak) + float64(min(empty.base, empty.peak))) / float64(n)
 
 	perK := func(cpu float64) float64 { return cpu / (float64(n) / 1000) }
 	ratioA := wall.Seconds() / aTotal.Seconds()
@@ -433,6 +438,7 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	b.ReportMetric(ratioB, "B/kubecdc")
 	b.ReportMetric(perK(cpu)/perK(bRes.cpu), "cpu_kubecdc/B")
 	b.ReportMetric(heap.perObj, "relist_heap_B/obj")
+	b.ReportMetric(tracked, "tracked_heap_B/obj")
 	b.ReportMetric(float64(bRes.heap)/float64(n), "B_heap_B/obj")
 	b.ReportMetric(float64(rss)/(1<<20), "kubecdc_peak_rss_MiB")
 	b.ReportMetric(float64(wal)/1e6, "pg_wal_MB")
@@ -446,13 +452,17 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 		"  baseline B (informers + autocommit upsert per event) wall %v, CPU %.2fs (%.3f CPU-s per 1k), heap %.0f B/object\n"+
 		"  kube-cdc/A = %.2fx (target <= 1.1x: %s)\n"+
 		"  B/kube-cdc = %.1fx; CPU kube-cdc/B = %.2fx\n"+
-		"  relist heap: live peak %.1f MiB over a baseline of %.1f MiB = %.0f B per tracked object (target <= 200: %s); relist took %v and wrote %d changes (nodes heartbeat meanwhile)",
+		"  relist heap, all in: live peak %.1f MiB over a baseline of %.1f MiB = %.0f B per object; relist took %v and wrote %d changes (nodes heartbeat meanwhile)\n"+
+		"  the same relist into an empty database (no key index): %.1f MiB over %.1f MiB = %.0f B per object\n"+
+		"  heap per tracked object (full database − empty database) = %.0f B (target <= 200: %s)",
 		l, l.took.Round(time.Millisecond), aCopy.Round(time.Millisecond), aTotal.Round(time.Millisecond),
 		wall.Round(time.Millisecond), cpu, perK(cpu),
 		bRes.wall.Round(time.Millisecond), bRes.cpu, perK(bRes.cpu), float64(bRes.heap)/float64(n),
 		ratioA, verdict(ratioA <= 1.1),
 		ratioB, perK(cpu)/perK(bRes.cpu),
-		float64(heap.peak)/(1<<20), float64(heap.base)/(1<<20), heap.perObj, verdict(heap.perObj <= 200), heap.took.Round(time.Millisecond), heap.changes)
+		float64(heap.peak)/(1<<20), float64(heap.base)/(1<<20), heap.perObj, heap.took.Round(time.Millisecond), heap.changes,
+		float64(empty.peak)/(1<<20), float64(empty.base)/(1<<20), empty.perObj,
+		tracked, verdict(tracked <= 200))
 	return bRes
 }
 
