@@ -92,7 +92,7 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	if err := sc.SetImage(ctx, scaleNS, "app:2", sc.deployments...); err != nil {
 		b.Fatal(err)
 	}
-	if err := sc.waitWorkload(ctx, 10*time.Minute); err != nil {
+	if err := sc.waitWorkload(ctx, 20*time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	settled := time.Now()

@@ -137,7 +137,7 @@ func startScaleCluster(b *testing.B) *scaleCluster {
 	if err := c.CreateDeployments(ctx, ds...); err != nil {
 		b.Fatal(err)
 	}
-	if err := sc.waitWorkload(ctx, 10*time.Minute); err != nil {
+	if err := sc.waitWorkload(ctx, 20*time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	fmt.Printf("bench: cluster: %d KWOK nodes Ready in %v; %d Deployments × %d replicas (%d pods) Running, with %d Services and their EndpointSlices, in %v in all; load %s\n",
