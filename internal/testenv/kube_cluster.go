@@ -124,6 +124,10 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		// machine creating thousands of pods the 10 s default was missed and the
 		// controller-manager quit mid-rollout; nothing else competes for the lease here.
 		"--leader-elect-lease-duration=120s", "--leader-elect-renew-deadline=110s",
+		// KWOK renews 1,000 nodes' Leases through one client; on a loaded machine some
+		// lapse past the default 50 s, and the node-lifecycle controller then marks the
+		// node's pods NotReady (the stage pod-ready-again makes them Ready again).
+		"--node-monitor-grace-period=3m",
 	); err != nil {
 		return nil, err
 	}

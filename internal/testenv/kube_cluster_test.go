@@ -39,6 +39,31 @@ func TestAClusterSchedulesADeploymentOntoKWOKNodesAndFollowsItsRolloutScaleAndDe
 		}
 	}
 
+	// A Running pod marked NotReady (as the node-lifecycle controller does when its node's
+	// heartbeat lapses) is made Ready again, with its IP, as a kubelet would report it.
+	marked := pods()[0]
+	ip := marked.Status.PodIP
+	for i := range marked.Status.Conditions {
+		if cond := &marked.Status.Conditions[i]; cond.Type == corev1.PodReady {
+			cond.Status, cond.LastTransitionTime = corev1.ConditionFalse, metav1.Now()
+		}
+	}
+	if _, err := c.Clientset().CoreV1().Pods(ns).UpdateStatus(ctx, &marked, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.poll(ctx, time.Minute, func(ctx context.Context) (string, error) {
+		p, err := c.Clientset().CoreV1().Pods(ns).Get(ctx, marked.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if !podReady(p) || p.Status.PodIP != ip {
+			return fmt.Sprintf("pod %s: ready %v, ip %q (was %q)", p.Name, podReady(p), p.Status.PodIP, ip), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	// A rollout replaces every pod with one of the new image, through a new ReplicaSet.
 	if err := c.SetImage(ctx, ns, "web:2", "web"); err != nil {
 		t.Fatal(err)
