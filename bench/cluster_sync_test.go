@@ -562,9 +562,14 @@ func relistHeap(b *testing.B, sc *scaleCluster, dsn string, conn *pgx.Conn, n in
 		IF to_regclass('kube_cdc.checkpoints') IS NOT NULL THEN DELETE FROM kube_cdc.checkpoints; END IF; END $$`); err != nil {
 		b.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass('kube_cdc.changes') IS NULL THEN 0
-		ELSE (SELECT coalesce(max(id), 0) FROM kube_cdc.changes) END`).Scan(&id0); err != nil {
+	var migrated bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('kube_cdc.changes') IS NOT NULL`).Scan(&migrated); err != nil {
 		b.Fatal(err)
+	}
+	if migrated {
+		if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM kube_cdc.changes`).Scan(&id0); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var r heapResult
 	r.base = liveHeap()
