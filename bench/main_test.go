@@ -227,6 +227,8 @@ func startDaemonBin(b *testing.B, bin, config string) *daemon {
 		b.Fatal(err)
 	}
 	d.cmd = exec.Command(bin, "run", "-c", cfg)
+	// Killed with the benchmark (a ^C, a timeout): no daemon outlives it.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if env := os.Getenv(DaemonEnv); env != "" {
 		d.cmd.Env = append(os.Environ(), strings.Fields(env)...)
 	}
