@@ -201,15 +201,37 @@ func TestAPostgresRestartMidStreamIsRetriedAndLosesNothing(t *testing.T) {
 	waitSynced(t, dsn)
 	h := &history{kube: kube}
 	rec := h.configMaps(ns)
-	for i := range 50 {
-		if i == 20 {
-			if err := priv.Restart(ctx); err != nil {
-				t.Fatal(err)
+	create := func(from, to int) error {
+		for i := from; i < to; i++ {
+			if _, err := rec.create(ctx, "cm-"+strconv.Itoa(i), nil); err != nil {
+				return err
 			}
 		}
-		if _, err := rec.create(ctx, "cm-"+strconv.Itoa(i), nil); err != nil {
-			t.Fatal(err)
+		return nil
+	}
+	if err := create(0, 20); err != nil {
+		t.Fatal(err)
+	}
+	// Five creates while the server is down, and the restart only once a write of theirs
+	// has failed: the retry across the restart is certain, not a race with the restart.
+	err := priv.RestartAfter(ctx, func(ctx context.Context) error {
+		if err := create(20, 25); err != nil {
+			return err
 		}
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(d.log(), "retrying") {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("no write was retried within a minute of PostgreSQL going down:\n%s", d.log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := create(25, 50); err != nil {
+		t.Fatal(err)
 	}
 	want := listedConfigMaps(t, ns)
 	converges(t, dsn, "configmaps", func() map[string]string { return want })

@@ -168,17 +168,25 @@ func (p *Postgres) TerminateBackends(ctx context.Context, db string) error {
 
 // Restart stops the server (fast shutdown: connections are closed) and starts it again
 // on the same port with the same data.
-func (p *Postgres) Restart(ctx context.Context) error {
+func (p *Postgres) Restart(ctx context.Context) error { return p.RestartAfter(ctx, nil) }
+
+// RestartAfter is Restart that calls whileDown (when not nil) while the server is down,
+// and starts it again once whileDown returns, whatever it returned; its error is returned.
+func (p *Postgres) RestartAfter(ctx context.Context, whileDown func(context.Context) error) error {
 	if p.external {
 		return errors.New("cannot restart the external PostgreSQL server named by " + PostgresDSNEnv)
 	}
 	if err := p.shutdown(); err != nil {
 		return err
 	}
+	var downErr error
+	if whileDown != nil {
+		downErr = whileDown(ctx)
+	}
 	if err := p.start(ctx); err != nil {
 		return fmt.Errorf("%w\n%s", err, Tail(p.LogPath(), 30))
 	}
-	return nil
+	return downErr
 }
 
 // Stop shuts a private server down and removes its directory. It does nothing to an
