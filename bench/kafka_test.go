@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,16 @@ import (
 const kafkaPartitions = 6
 
 func kafkaDaemonConfig(b *testing.B, ns, topic, metricsAddr string) string {
+	return kafkaDaemonConfigFlush(b, ns, topic, metricsAddr, "")
+}
+
+// kafkaDaemonConfigFlush is kafkaDaemonConfig with the file store's
+// checkpoint.flushInterval set to flush ("": the default).
+func kafkaDaemonConfigFlush(b *testing.B, ns, topic, metricsAddr, flush string) string {
+	flushLine := ""
+	if flush != "" {
+		flushLine = "\n      flushInterval: " + flush
+	}
 	return fmt.Sprintf(`cluster: bench
 kubernetes:
   kubeconfig: %q
@@ -35,12 +46,12 @@ sinks:
       topic: %q
     checkpoint:
       type: file
-      path: %q
+      path: %q%s
 metrics:
   address: %q
 log:
   level: info
-`, kube.Kubeconfig, ns, kfk.Addr(), topic, filepath.Join(b.TempDir(), "state.db"), metricsAddr)
+`, kube.Kubeconfig, ns, kfk.Addr(), topic, filepath.Join(b.TempDir(), "state.db"), flushLine, metricsAddr)
 }
 
 func kafkaClient() *kafka.Client {
@@ -121,8 +132,24 @@ func BenchmarkInitialSyncKafka(b *testing.B) {
 		b.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	d := startDaemon(b, kafkaDaemonConfig(b, syncNS, topic, addr))
+	config := kafkaDaemonConfig(b, syncNS, topic, addr)
+	profiling := os.Getenv(LagProfileEnv) != ""
+	if profiling { // LagProfileEnv: a CPU profile of the daemon's first 3 s
+		config = strings.Replace(config, fmt.Sprintf("address: %q", addr), fmt.Sprintf("address: %q\n  pprof: true", addr), 1)
+	}
+	d := startDaemon(b, config)
+	profiled := func() {}
+	if profiling {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				break
+			}
+		}
+		profiled = profilePhase(b, addr, "kafka-initial-sync", 3*time.Second)
+	}
 	first, last := waitRecords(b, topic, syncObjs, d)
+	profiled()
 	// Time spent in the sink's Write (produce + acks + checkpoint/key-index commit).
 	writeSum, writeCount := scrapeHistogram(b, "http://"+addr+"/metrics", "kube_cdc_sink_write_seconds")
 	cpu := d.stop(b)
@@ -308,4 +335,91 @@ func scrapeHistogram(b *testing.B, url, name string) (sum, count float64) {
 		}
 	}
 	return sum, count
+}
+
+// BenchmarkLagKafkaFlushInterval: the file checkpoint store's grouped commits side by side
+// with a commit written per batch, on one write stream: two daemons, each into its own
+// topic, one at the default checkpoint.flushInterval, one with flushInterval 0s (each
+// batch's commit written and fdatasynced before the next batch, as before grouped
+// commits), the same ConfigMap updates at 100 and 200 writes/s. Both daemons and the
+// writers share the machine, so load skews neither against the other. With
+// BaselineBinEnv set, a third daemon runs that binary at its defaults on the same writes
+// (before/after a change), and the default's CPU is reported against it too.
+func BenchmarkLagKafkaFlushInterval(b *testing.B) {
+	const ns = "bench-lag-kafka-flush"
+	ctx, cancel := context.WithCancel(context.Background())
+	objs := makeLagObjects(b, ns, lagObjects)
+	type arm struct {
+		name string
+		d    *daemon
+		seen *seenSet
+	}
+	var arms []*arm
+	var consumers []chan struct{}
+	type config struct{ name, bin, flush string }
+	configs := []config{{"grouped", daemonBin, ""}, {"flush0", daemonBin, "0s"}}
+	if bin := os.Getenv(BaselineBinEnv); bin != "" {
+		configs = append(configs, config{"baseline", bin, ""})
+	}
+	for _, a := range configs {
+		topic := "bench-lag-flush-" + a.name
+		if err := kfk.CreateTopic(ctx, topic, kafkaPartitions, true); err != nil {
+			b.Fatal(err)
+		}
+		d := startDaemonBin(b, a.bin, kafkaDaemonConfigFlush(b, ns, topic, "", a.flush))
+		waitRecords(b, topic, lagObjects, d)
+		from, err := endOffsets(ctx, kafkaClient(), topic)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ar := &arm{name: a.name, d: d, seen: newSeenSet()}
+		arms = append(arms, ar)
+		done := make(chan struct{})
+		consumers = append(consumers, done)
+		go func() { consume(ctx, topic, from, ar.seen); close(done) }()
+	}
+	defer func() {
+		cancel()
+		for _, c := range consumers {
+			<-c
+		}
+		for _, a := range arms {
+			a.d.stop(b)
+		}
+	}()
+	for _, rate := range []float64{100, 200} {
+		b.Run(fmt.Sprintf("rate=%.0f", rate), func(b *testing.B) {
+			cpu0 := make([]float64, len(arms))
+			for i, a := range arms {
+				cpu0[i] = cpuNow(a.d.cmd.Process.Pid)
+			}
+			acks := updateConfigMaps(b, objs, int(rate/25), rate, 20*time.Second)
+			cpu := make([]float64, len(arms))
+			var line strings.Builder
+			fmt.Fprintf(&line, "%d writes at %.0f/s;", len(acks), rate)
+			for i, a := range arms {
+				if missing := a.seen.waitAll(acks, 2*time.Minute); missing > 0 {
+					b.Errorf("%s: %d of %d acknowledged writes never reached the topic", a.name, missing, len(acks))
+				}
+				cpu[i] = (cpuNow(a.d.cmd.Process.Pid) - cpu0[i]) / (float64(len(acks)) / 1000)
+				st := summarize(a.seen.lags(acks))
+				b.ReportMetric(ms(st.p50), a.name+"_p50_ms")
+				b.ReportMetric(ms(st.p99), a.name+"_p99_ms")
+				b.ReportMetric(cpu[i], a.name+"_cpu_s/1k")
+				fmt.Fprintf(&line, " %s: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, CPU %.3f s per 1k;", a.name,
+					ms(st.p50), ms(st.p90), ms(st.p99), cpu[i])
+			}
+			b.ReportMetric(cpu[0]/cpu[1], "cpu_grouped/flush0")
+			b.ReportMetric(0, "ns/op")
+			fmt.Fprintf(&line, " CPU grouped/flush0 %.2f", cpu[0]/cpu[1])
+			if len(arms) > 2 {
+				b.ReportMetric(cpu[0]/cpu[2], "cpu_grouped/baseline")
+				fmt.Fprintf(&line, ", grouped/baseline %.2f", cpu[0]/cpu[2])
+			}
+			if rate == 200 {
+				fmt.Fprintf(&line, " (target CPU <= %.2f s per 1k at 200 writes/s: %s)", cpuTarget, verdict(cpu[0] <= cpuTarget))
+			}
+			b.Log(line.String())
+		})
+	}
 }

@@ -2,8 +2,10 @@
 // each sink durably holds each resource and the key index the reconcile diff needs
 // (key → uid, RV of every live object).
 //
-// Stores here are the ones tied to no sink's technology: file (bbolt, one transaction
-// per commit) and none (remembers nothing). The Kafka sink's offsets-topic store lives
+// Stores here are the ones tied to no sink's technology: file (bbolt; one transaction
+// per commit, or, with a flush interval, the commits of each interval grouped into one
+// transaction while reads see them at once: GroupCommitStore) and none (remembers
+// nothing). The Kafka sink's offsets-topic store lives
 // with the Kafka sink (internal/sinks/kafka); the PostgreSQL sink keeps both in its own
 // database, in the same transaction as the rows, and needs no Store.
 package checkpoint

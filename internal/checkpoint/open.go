@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -18,6 +19,10 @@ const (
 // DefaultPath is Options.Path's default.
 const DefaultPath = "kube-cdc-state.db"
 
+// DefaultFlushInterval is Options.FlushInterval's default for Kafka sinks
+// (docs/benchmarks.md, "Kafka per-batch cost").
+const DefaultFlushInterval = 100 * time.Millisecond
+
 // Open opens the store opts selects: file or none. An empty Type is an error: each sink
 // package names its default (stdout: none, kafka: file) and the config layer fills it in,
 // so that an empty type never means two things.
@@ -28,7 +33,7 @@ func Open(opts Options) (Store, error) {
 		if path == "" {
 			path = DefaultPath
 		}
-		return OpenFile(path)
+		return OpenFileWith(path, FileOptions{FlushInterval: opts.FlushInterval})
 	case TypeNone:
 		return None{}, nil
 	case "":

@@ -1,5 +1,7 @@
 package checkpoint
 
+import "time"
+
 // Options selects and configures a checkpoint store: the `sinks[].checkpoint` config keys.
 // PostgreSQL sinks keep their checkpoints in their own database and ignore this.
 type Options struct {
@@ -10,4 +12,9 @@ type Options struct {
 	Path string `koanf:"path"`
 	// Topic is the compacted topic for Type kafka. Default kafka.DefaultOffsetsTopic.
 	Topic string `koanf:"topic"`
+	// FlushInterval groups the commits of Type file (FileOptions.FlushInterval): batches
+	// committed within it are written to the file together, and a crash re-emits at most
+	// that interval's records. 0: every commit is written before the sink goes on (the
+	// stdout sink's setting). The config layer fills DefaultFlushInterval for Kafka sinks.
+	FlushInterval time.Duration `koanf:"flushInterval"`
 }

@@ -14,7 +14,8 @@ type Store interface {
 	KeyIndex(ctx context.Context, sink string, res change.Resource, fn func(change.Key, change.Entry) error) error
 	// Commit atomically applies b's changes to the key index (a delete removes the key,
 	// anything else sets it to the change's UID and RV) and sets the checkpoint to
-	// b.Checkpoint. Call it only after the sink acknowledged b's records.
+	// b.Checkpoint. Call it only after the sink acknowledged b's records. It is durable
+	// when it returns, unless the store groups Commits (GroupCommitStore).
 	Commit(ctx context.Context, sink string, b change.Batch) error
 	Close() error
 }
@@ -37,6 +38,37 @@ type IntentStore interface {
 func Intend(ctx context.Context, store Store, sink string, b change.Batch) error {
 	if s, ok := store.(IntentStore); ok {
 		return s.Intend(ctx, sink, b)
+	}
+	return nil
+}
+
+// GroupCommitStore is an optional Store ability, for a store that makes Commits durable
+// in groups (the file store with a flush interval, FileOptions.FlushInterval): Commit
+// returns once the batch is applied in memory, reads see it at once, and a later flush
+// writes it with the others. A crash loses the Commits since the last flush, whole and in
+// order, so the sink re-emits their records (at least once allows it); Close flushes.
+type GroupCommitStore interface {
+	// WhenDurable calls fn once every Commit that returned before it is durable: at once
+	// when none is pending, else after the flush that writes them, on its goroutine.
+	WhenDurable(fn func())
+	// Flush writes every pending Commit and returns once they are durable.
+	Flush(ctx context.Context) error
+}
+
+// WhenDurable has store call fn once every Commit that returned before is durable: at once
+// for a store whose Commits are durable when they return.
+func WhenDurable(store Store, fn func()) {
+	if s, ok := store.(GroupCommitStore); ok {
+		s.WhenDurable(fn)
+		return
+	}
+	fn()
+}
+
+// Flush writes store's pending Commits, when it groups them (GroupCommitStore).
+func Flush(ctx context.Context, store Store) error {
+	if s, ok := store.(GroupCommitStore); ok {
+		return s.Flush(ctx)
 	}
 	return nil
 }

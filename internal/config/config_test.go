@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 )
 
 const exampleFile = "../../config.example.yaml"
@@ -84,10 +86,10 @@ sinks:
 		k.Compression != "none" || k.BatchTimeout != 5*time.Millisecond || k.WriteTimeout != 10*time.Second {
 		t.Errorf("kafka %+v", k)
 	}
-	if cp := c.Sinks[1].Checkpoint; cp.Type != "file" || cp.Path != "kube-cdc-state.db" {
+	if cp := c.Sinks[1].Checkpoint; cp.Type != "file" || cp.Path != "kube-cdc-state.db" || cp.FlushInterval != checkpoint.DefaultFlushInterval {
 		t.Errorf("kafka checkpoint %+v", cp)
 	}
-	if c.Sinks[2].Stdout == nil || c.Sinks[2].Checkpoint.Type != "none" {
+	if c.Sinks[2].Stdout == nil || c.Sinks[2].Checkpoint.Type != "none" || c.Sinks[2].Checkpoint.FlushInterval != 0 {
 		t.Errorf("stdout %+v", c.Sinks[2])
 	}
 	if !reflect.DeepEqual(c.Resources, DefaultResources()) {
@@ -251,6 +253,8 @@ func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
 			"sinks[0].kafka.sasl.mechanism", "GSSAPI"},
 		{"unknown checkpoint type", "sinks:\n  - {name: k, type: stdout, checkpoint: {type: redis}}", nil, "sinks[0].checkpoint.type", `"redis"`},
 		{"kafka checkpoint on stdout", "sinks:\n  - {name: k, type: stdout, checkpoint: {type: kafka}}", nil, "sinks[0].checkpoint.type", "kafka sink"},
+		{"negative flush interval", "sinks:\n  - {name: k, type: kafka, kafka: {brokers: [\"k:1\"]}, checkpoint: {flushInterval: -1s}}", nil, "sinks[0].checkpoint.flushInterval", "negative"},
+		{"flush interval on stdout", "sinks:\n  - {name: k, type: stdout, checkpoint: {type: file, flushInterval: 100ms}}", nil, "sinks[0].checkpoint.flushInterval", "kafka sinks"},
 		{"checkpoint on postgres", "sinks:\n  - {name: pg, type: postgres, postgres: {dsn: \"host=db\"}, checkpoint: {type: file}}", nil, "sinks[0].checkpoint.type", ""},
 		{"bad metrics address", "metrics: {address: \"9090\"}", nil, "metrics.address", "host:port"},
 		{"bad metrics port", "metrics: {address: \":http\"}", nil, "metrics.address", "port"},

@@ -77,19 +77,19 @@ func sinkDefaults(typ string) map[string]any {
 				"resolvedInterval":  time.Duration(0), // no resolved records
 				"resolvedTopic":     kafka.DefaultResolvedTopic,
 			},
-			"checkpoint": checkpointDefaults(kafka.DefaultCheckpointType),
+			"checkpoint": checkpointDefaults(kafka.DefaultCheckpointType, checkpoint.DefaultFlushInterval),
 		}
 	case SinkStdout:
 		return map[string]any{
 			"stdout":     map[string]any{"resolvedInterval": time.Duration(0)},
-			"checkpoint": checkpointDefaults(stdout.DefaultCheckpointType),
+			"checkpoint": checkpointDefaults(stdout.DefaultCheckpointType, 0), // each commit durable: see validateCheckpoint
 		}
 	}
 	return nil
 }
 
-func checkpointDefaults(typ string) map[string]any {
-	return map[string]any{"type": typ, "path": checkpoint.DefaultPath, "topic": kafka.DefaultOffsetsTopic}
+func checkpointDefaults(typ string, flushInterval time.Duration) map[string]any {
+	return map[string]any{"type": typ, "path": checkpoint.DefaultPath, "topic": kafka.DefaultOffsetsTopic, "flushInterval": flushInterval}
 }
 
 // fillDefaults sets every key of def that m lacks (or holds null), recursing into maps.

@@ -381,6 +381,14 @@ func validateCheckpoint(key string, s *Sink) error {
 		}
 		return nil
 	}
+	if cp.FlushInterval < 0 {
+		return keyErrorf(key+".flushInterval", "must not be negative (0 writes every commit at once), got %v", cp.FlushInterval)
+	}
+	if cp.FlushInterval > 0 && s.Type != SinkKafka {
+		// The stdout sink moves its resolved watermark as soon as Commit returns, which
+		// is right only when that commit is durable.
+		return keyErrorf(key+".flushInterval", "grouped commits are for kafka sinks; a %s sink writes every commit at once (0), got %v", s.Type, cp.FlushInterval)
+	}
 	switch cp.Type {
 	case "none":
 	case "file":

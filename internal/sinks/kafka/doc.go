@@ -33,7 +33,11 @@
 //
 // At least once. Write returns only after every record was acknowledged by all in-sync
 // replicas and the checkpoint store committed the batch; any failure leaves the checkpoint
-// where it was and the pipeline writes the batch again. Records are a pure function of
+// where it was and the pipeline writes the batch again. The file store groups commits
+// (checkpoint.flushInterval, default 100ms: one fdatasync pair per interval instead of one
+// per batch), so a crash re-emits up to an interval's acknowledged batches beyond the one
+// it would have re-emitted anyway; the keys of every record sent are durable in its index
+// before the send, and resolved records wait for the flush. Records are a pure function of
 // the batch, so a re-emit is byte-identical to the first copy. Consumers dedupe on
 // (key, source.resourceVersion) — equivalently (key, kube-cdc.rv header) — and, to
 // tolerate a re-emit that lands after a newer record of the same key, ignore a record

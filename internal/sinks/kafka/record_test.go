@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,21 @@ func TestTopicNameExpandsTheTemplate(t *testing.T) {
 	}
 	if got := TopicName("", "prod", change.Resource{Resource: "configmaps"}); got != "kube.prod.core.configmaps" {
 		t.Errorf("core group: %q", got)
+	}
+	// The same as one strings.Replacer pass (what TopicName was), on templates that are
+	// not the usual ones: unknown and broken placeholders stay, values are not expanded
+	// again.
+	for _, tmpl := range []string{"{topic}.dlq", "{{cluster}}", "{cluster", "a{", "}{resource}{resource}", "{group}{", "x{versio}{version}"} {
+		for _, r := range []change.Resource{res, {Resource: "pods", Version: "v1"}} {
+			group := r.Group
+			if group == "" {
+				group = "core"
+			}
+			want := strings.NewReplacer("{cluster}", "c-{group}", "{group}", group, "{version}", r.Version, "{resource}", r.Resource).Replace(tmpl)
+			if got := TopicName(tmpl, "c-{group}", r); got != want {
+				t.Errorf("TopicName(%q, %+v) = %q, want %q", tmpl, r, got, want)
+			}
+		}
 	}
 }
 

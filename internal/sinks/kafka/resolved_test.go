@@ -2,11 +2,13 @@ package kafka
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
@@ -114,5 +116,56 @@ func TestAMissingResolvedTopicFailsTheStartButNeverABatch(t *testing.T) {
 	}
 	if len(s.resolved.Due()) != 1 {
 		t.Errorf("the watermark not written is not due any more")
+	}
+}
+
+// A store that groups commits makes a batch durable only at its next flush: until then a
+// kill would re-emit the batch, so its checkpoint is no watermark yet, however
+// acknowledged its records are.
+func TestAResolvedRecordWaitsForTheGroupedCheckpointToBeDurable(t *testing.T) {
+	ctx := testCtx(t)
+	k := testenv.NewKafka(t)
+	store, err := checkpoint.OpenFileWith(filepath.Join(t.TempDir(), "state.db"), checkpoint.FileOptions{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, "stream", "prod", Options{Brokers: []string{k.Addr()}, CreateTopics: true, Partitions: 2, ResolvedInterval: time.Hour}, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Checkpoint(ctx, deployments); err != nil {
+		t.Fatal(err)
+	}
+	topic := ResolvedTopicName("", "", "prod", deployments)
+	if err := s.Write(ctx, change.Batch{Resource: deployments, Checkpoint: 5,
+		Changes: []change.Change{chg(deployments, "ns", "web", 5, change.OpCreate, `{"v":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.resolved.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readResolved(t, k, topic); len(got) != 0 {
+		t.Fatalf("resolved records %v before the checkpoint was durable", got)
+	}
+	if err := store.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.resolved.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readResolved(t, k, topic); len(got) != 1 || got[0]["resolvedRV"] != "5" {
+		t.Fatalf("resolved records %v after the flush, want one at 5", got)
+	}
+	// Close flushes the store before the last resolved records: the pending watermark is
+	// written too.
+	if err := s.Write(ctx, change.Batch{Resource: deployments, Checkpoint: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readResolved(t, k, topic); len(got) != 2 || got[1]["resolvedRV"] != "9" {
+		t.Errorf("resolved records %v after Close, want the last at 9", got)
 	}
 }

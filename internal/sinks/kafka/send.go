@@ -9,21 +9,18 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// sendMax is the most records a chunk may hold to go out through send rather than the
-// Writer: a steady stream's batches of a few changes. In the benchmarks of bulk writes
-// (BatchSize-sized chunks, docs/benchmarks.md) send was slower than the Writer, which
-// stays their path.
-const sendMax = 64
-
 // send produces one chunk (chunkLen: at most one request's worth per partition) to a
 // topic of the given number of partitions: one Produce request per partition, sent at
 // once, in parallel when there are several, each acknowledged by every in-sync replica.
 //
-// It replaces kafka-go's Writer for small chunks (sendMax) because the Writer is built for many
-// callers filling shared batches: every WriteMessages of a few records waited
-// BatchTimeout (5 ms) for a batch that would never fill, and each partition batch cost
-// a goroutine, a timer and BatchSize message slots. The pipeline already hands over
-// whole batches, one at a time, so nothing is gained by waiting.
+// It replaces kafka-go's Writer wherever the partition count is known, because the Writer
+// is built for many callers filling shared batches: every WriteMessages whose records do
+// not fill a partition's batch waits BatchTimeout (5 ms) for records that never come (a
+// steady stream's batch of one change; a relist's 1,000 spread over 6 partitions), and
+// each partition batch costs a goroutine, a timer and BatchSize message slots. The
+// pipeline already hands over whole batches, one at a time, so nothing is gained by
+// waiting: 20 batches of 1,000 went out 10–20% faster through send than through the
+// Writer (BenchmarkKafkaSinkWrite, docs/benchmarks.md "Kafka per-batch cost").
 //
 // Records go to the partition kafka-go's hash balancer picks (the Writer's, so a key
 // keeps its partition), in their order. Errors have the Writer's shapes, so produceChunk

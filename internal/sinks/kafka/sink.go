@@ -74,8 +74,8 @@ type Sink struct {
 	transport     *kafka.Transport
 	client        *kafka.Client
 	compression   kafka.Compression
-	// writer produces what send does not: chunks over sendMax records, records of a topic
-	// whose partition count is unknown, dead letters and resolved records.
+	// writer produces what send does not: records of a topic whose partition count is
+	// unknown, dead letters and resolved records.
 	writer *kafka.Writer
 	// batchBytes is the writer's BatchBytes and the most any topic's limit can be:
 	// opts.MaxMessageBytes, else the broker's message.max.bytes, else DefaultMaxMessageBytes.
@@ -221,39 +221,53 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 // Write is Prepare(b)(ctx).
 func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepare(b)(ctx) }
 
-// Prepare encodes b's records once. The returned write produces the records the brokers
-// have not acknowledged yet, waits until they acknowledged every one, and then commits b
-// to the store. On error nothing is committed and the pipeline calls the write again:
-// it sends only the records still unacknowledged, so a partial failure (kafka-go's
-// WriteErrors) never sends a record twice, and records are a pure function of b, so a
-// re-emit after a restart is byte-identical.
+// Prepare returns the write of b: the first call encodes b's records, once; each call
+// produces the records the brokers have not acknowledged yet, waits until they
+// acknowledged every one, and then commits b to the store. On error nothing is committed
+// and the pipeline calls the write again: it sends only the records still unacknowledged,
+// so a partial failure (kafka-go's WriteErrors) never sends a record twice, and records
+// are a pure function of b, so a re-emit after a restart is byte-identical.
+//
+// Before the first send the store notes b's new keys, durably (checkpoint.IntentStore).
+// For a batch of intentAlongside changes or more (a relist's) it does so while the
+// records are encoded, in a goroutine of the write: the write, not Prepare, since the
+// batch before has committed by the time its write is called, and the intents must see
+// that commit.
 //
 // A record too large for its topic (measured before the first send, or refused by the
 // broker) is quarantined in place (quarantine.go): its stub takes its place, so the
 // batch's order holds, and the record goes to the dead-letter topic before the commit.
 func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 	topic := TopicName(s.opts.Topic, s.cluster, b.Resource)
-	msgs := make([]kafka.Message, 0, len(b.Changes)+len(b.Changes)/8)
+	var msgs []kafka.Message
 	var wiring error
 	for i := range b.Changes {
-		c := &b.Changes[i]
-		if c.Cluster != s.cluster && wiring == nil {
+		if c := &b.Changes[i]; c.Cluster != s.cluster {
 			wiring = retry.Terminal(fmt.Errorf("kafka sink %s: %s %s: change of cluster %q reached the sink of cluster %q",
 				s.name, b.Resource.ID(), c.Key, c.Cluster, s.cluster))
-		}
-		n := len(msgs)
-		msgs = appendMessages(msgs, topic, c)
-		for j := n; j < len(msgs); j++ {
-			if msgs[j].Value != nil { // a tombstone has no smaller form
-				msgs[j].WriterData = c // which change a record is of, should it be quarantined
-			}
+			break
 		}
 	}
 	q := &quarantine{s: s, res: b.Resource}
-	screened := false
+	encoded, screened, intended := false, false, false
 	return func(ctx context.Context) error {
 		if wiring != nil {
 			return wiring
+		}
+		var intent chan error
+		if !intended && len(b.Changes) >= intentAlongside {
+			intent = make(chan error, 1)
+			go func() { intent <- checkpoint.Intend(ctx, s.store, s.name, b) }()
+		}
+		if !encoded {
+			msgs = encodeBatch(topic, b.Changes)
+			encoded = true
+		}
+		if intent != nil {
+			if err := <-intent; err != nil {
+				return fmt.Errorf("kafka sink %s: %w", s.name, err)
+			}
+			intended = true
 		}
 		if len(msgs) > 0 {
 			t, err := s.ensureTopic(ctx, topic)
@@ -264,12 +278,15 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 				if err := q.screenOversized(msgs, t.maxBytes); err != nil {
 					return err
 				}
+				screened = true
+			}
+			if !intended {
 				// Before the first send too: a kill after it and before the commit must
 				// not leave records whose keys the index lacks (checkpoint.IntentStore).
 				if err := checkpoint.Intend(ctx, s.store, s.name, b); err != nil {
 					return fmt.Errorf("kafka sink %s: %w", s.name, err)
 				}
-				screened = true
+				intended = true
 			}
 			if msgs, err = s.produce(ctx, topic, t, msgs, q.add); err != nil {
 				return err
@@ -282,11 +299,40 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
 		}
 		if s.resolved != nil {
-			s.resolved.Committed(b) // every record up to b.Checkpoint is acknowledged
+			// Every record up to b.Checkpoint is acknowledged, but the watermark waits for
+			// the checkpoint to be durable too (a store that groups commits writes it
+			// within its flush interval): a crash re-emits the records since the durable
+			// checkpoint, and a watermark above it would then be followed by older
+			// versions of keys it covers, which the contract rules out ("never followed
+			// by an earlier one"). Only what Committed reads is kept until then.
+			mark := change.Batch{Resource: b.Resource, Checkpoint: b.Checkpoint, Epoch: b.Epoch}
+			checkpoint.WhenDurable(s.store, func() { s.resolved.Committed(mark) })
 		}
 		q.report(ctx)
 		return nil
 	}
+}
+
+// intentAlongside is the fewest changes whose intents (checkpoint.IntentStore) are noted
+// in a goroutine while the batch is encoded: below it the encoding takes less than the
+// goroutine's hand-offs.
+const intentAlongside = 64
+
+// encodeBatch returns the records of changes, each record of a change (not a tombstone)
+// carrying it as WriterData, should it be quarantined.
+func encodeBatch(topic string, changes []change.Change) []kafka.Message {
+	msgs := make([]kafka.Message, 0, len(changes)+len(changes)/8)
+	for i := range changes {
+		c := &changes[i]
+		n := len(msgs)
+		msgs = appendMessages(msgs, topic, c)
+		for j := n; j < len(msgs); j++ {
+			if msgs[j].Value != nil { // a tombstone has no smaller form
+				msgs[j].WriterData = c
+			}
+		}
+	}
+	return msgs
 }
 
 // produce writes msgs and returns the ones still unacknowledged (none on success), in
@@ -402,7 +448,7 @@ func (s *Sink) produceChunk(ctx context.Context, topic string, partitions int, m
 	total := len(msgs)
 	for len(msgs) > 0 {
 		var err error
-		if partitions > 0 && len(msgs) <= sendMax {
+		if partitions > 0 {
 			err = s.send(ctx, topic, partitions, msgs)
 		} else {
 			err = s.writer.WriteMessages(ctx, msgs...)
@@ -489,13 +535,16 @@ func (s *Sink) forgetTopic(topic string) {
 	s.mu.Unlock()
 }
 
-// Close closes the writer and the connections. Records not yet acknowledged may be lost;
-// their batches were never committed, so they are written again after a restart.
+// Close writes the store's pending commits, the last resolved records (when on), and
+// closes the writer and the connections. Records not yet acknowledged may be lost; their
+// batches were never committed, so they are written again after a restart.
 func (s *Sink) Close() error {
+	// First, so that the watermarks waiting for the flush are the last ones written.
+	flushErr := checkpoint.Flush(context.Background(), s.store)
 	if s.stopResolved != nil {
 		s.stopResolved()
 	}
 	err := s.writer.Close()
 	s.transport.CloseIdleConnections()
-	return errors.Join(err, s.store.Close())
+	return errors.Join(flushErr, err, s.store.Close())
 }
