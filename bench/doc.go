@@ -35,8 +35,9 @@
 // BenchmarkLagPostgres — a kube-cdc process streams a namespace of 200 ConfigMaps. Paced
 // writers Update them (each writer owns its objects, so no conflicts) for 20 s; for each
 // write the RV the apiserver returned and the time the call returned are recorded, and
-// one connection polls kube_cdc.changes every 2 ms, recording when each RV first appears.
-// Lag = first seen − acknowledged. rate=100: 100 writes/s at the default settings,
+// one connection polls kube_cdc.changes every 2 ms for new rows; a row is visible at its
+// transaction's commit time (pg_xact_commit_timestamp: testenv's PostgreSQL tracks commit
+// timestamps), so the poll's period adds nothing. Lag = visible − acknowledged. rate=100: 100 writes/s at the default settings,
 // target p50 ≤ 2 ms (adaptive batching writes a lone change at once). rate=200: 200
 // writes/s, targets p99 ≤ 50 ms and CPU ≤ 0.15 s per 1,000 changes. rate=max: 32 writers
 // as fast as the apiserver answers; reports p99 and the catch-up time (last acknowledged
@@ -70,10 +71,23 @@
 // by two daemons at once, each into its own database: the defaults (adaptive batching) and
 // `pipeline.maxWait: 10ms` (the former default). Reports each one's p50/p99 and CPU per
 // 1k changes and their ratios; targets adaptive p50 ≤ 2 ms at 100/s and CPU
-// adaptive/10ms ≤ 1.0 (bench/cpu_test.go).
+// adaptive/10ms ≤ 1.0 (bench/cpu_test.go). With KUBE_CDC_BENCH_BASELINE_BIN naming
+// another kube-cdc binary (an earlier commit's), a third daemon runs it at its defaults on
+// the same writes, and this tree's CPU and latency are reported against it.
+//
+// BenchmarkLagKafkaFlushInterval — the same for Kafka sinks: one write stream followed by
+// daemons at the default checkpoint.flushInterval, at 0s, and (KUBE_CDC_BENCH_BASELINE_BIN)
+// the baseline binary, each into its own topic.
+//
+// KUBE_CDC_BENCH_DAEMON_ENV ("NAME=VALUE …") is added to every benchmarked daemon's
+// environment (GOMAXPROCS, GOGC experiments).
 //
 // BenchmarkKafkaSinkWrite — 20 in-memory batches of 1,000 changes through the Kafka sink
-// against a bare kafka-go Writer on the same records; target sink/bare rate ≥ 0.9.
+// against a bare kafka-go Writer on the same records, in interleaved rounds (the sink at
+// the default flushInterval, at 0, the bare Writer); target sink/bare rate ≥ 0.9.
+// BenchmarkKafkaSinkSteadyWrites paces 1,000 one-change batches at 200/s through the sink
+// at several flush intervals and reports the process's CPU per 1k (how the default was
+// chosen).
 //
 // BenchmarkCluster — kube-cdc at the scale of a real cluster (cluster_sync_test.go,
 // cluster_churn_test.go). It starts a testenv Cluster of its own (etcd, kube-apiserver,
@@ -92,8 +106,10 @@
 //     informer per resource, one autocommit upsert per event). Then the heap per tracked
 //     object: the checkpoints are deleted and the pipeline, wired like cmd/kube-cdc, runs
 //     in this process, relisting every resource against the full key index; live heap
-//     sampled as in BenchmarkRelistMemory, (live peak − live before) / objects, target
-//     ≤ 200 B. B's heap after GC with its caches full is reported beside it.
+//     sampled as in BenchmarkRelistMemory. The same relist into an empty (migrated)
+//     database is measured too; (full − empty) / objects is the heap per tracked object,
+//     target ≤ 200 B. B's heap after GC with its caches full is reported beside it, and
+//     sizing figures: kube-cdc's peak RSS, PostgreSQL WAL and table bytes per object.
 //   - sync=kafka: the same into a topic per resource (6 partitions): kube-cdc start → the
 //     topics' high watermarks sum to the object count, against baseline A for Kafka (the
 //     same bare LIST plus one bare kafka-go WriteMessages of kube-cdc's very records to
@@ -104,12 +120,13 @@
 //     EndpointSlice reaches both sinks; then 8 paced writers patch a condition of their
 //     own into the status of 2,000 pods at 200 writes/s for 30 s (as kubelets update
 //     status), recording each write's RV and when the apiserver acknowledged it. Lag =
-//     first seen − acknowledged: PostgreSQL by polling kube_cdc.changes every 2 ms, Kafka
+//     first seen − acknowledged: PostgreSQL by the changes rows' commit times, Kafka
 //     by consumers long-polling the busy topics. For each phase, each process's CPU over
 //     the window from /proc/PID/stat (both kube-cdc processes, kube-apiserver, etcd, the
 //     controller-manager, the scheduler, KWOK, PostgreSQL with its backends, this process
 //     with the kfake broker) and the machine's busy time from /proc/stat, as shares of the
 //     machine; kube-cdc's CPU per 1,000 changes counts every changes row of the window
-//     (node heartbeats included). Targets: p99 ≤ 50 ms and ≤ 0.15 CPU-s per 1k changes at
-//     200 changes/s, both sinks.
+//     (node heartbeats included), and PostgreSQL WAL bytes per change. Targets: p99 ≤ 50 ms
+//     and ≤ 0.15 CPU-s per 1k changes at 200 changes/s, both sinks. Pods KWOK leaves
+//     scheduled but unready are nudged (testenv.Cluster.NudgeStuckPods).
 package bench
