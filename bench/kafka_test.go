@@ -349,12 +349,7 @@ func BenchmarkLagKafkaFlushInterval(b *testing.B) {
 	const ns = "bench-lag-kafka-flush"
 	ctx, cancel := context.WithCancel(context.Background())
 	objs := makeLagObjects(b, ns, lagObjects)
-	type arm struct {
-		name string
-		d    *daemon
-		seen *seenSet
-	}
-	var arms []*arm
+	var arms []*lagArm
 	var consumers []chan struct{}
 	type config struct{ name, bin, flush string }
 	configs := []config{{"grouped", daemonBin, ""}, {"flush0", daemonBin, "0s"}}
@@ -372,7 +367,7 @@ func BenchmarkLagKafkaFlushInterval(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ar := &arm{name: a.name, d: d, seen: newSeenSet()}
+		ar := &lagArm{name: a.name, d: d, seen: newSeenSet()}
 		arms = append(arms, ar)
 		done := make(chan struct{})
 		consumers = append(consumers, done)
@@ -389,35 +384,18 @@ func BenchmarkLagKafkaFlushInterval(b *testing.B) {
 	}()
 	for _, rate := range []float64{100, 200} {
 		b.Run(fmt.Sprintf("rate=%.0f", rate), func(b *testing.B) {
-			cpu0 := make([]float64, len(arms))
-			for i, a := range arms {
-				cpu0[i] = cpuNow(a.d.cmd.Process.Pid)
-			}
-			acks := updateConfigMaps(b, objs, int(rate/25), rate, 20*time.Second)
-			cpu := make([]float64, len(arms))
-			var line strings.Builder
-			fmt.Fprintf(&line, "%d writes at %.0f/s;", len(acks), rate)
-			for i, a := range arms {
-				if missing := a.seen.waitAll(acks, 2*time.Minute); missing > 0 {
-					b.Errorf("%s: %d of %d acknowledged writes never reached the topic", a.name, missing, len(acks))
-				}
-				cpu[i] = (cpuNow(a.d.cmd.Process.Pid) - cpu0[i]) / (float64(len(acks)) / 1000)
-				st := summarize(a.seen.lags(acks))
-				b.ReportMetric(ms(st.p50), a.name+"_p50_ms")
-				b.ReportMetric(ms(st.p99), a.name+"_p99_ms")
-				b.ReportMetric(cpu[i], a.name+"_cpu_s/1k")
-				fmt.Fprintf(&line, " %s: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, CPU %.3f s per 1k;", a.name,
-					ms(st.p50), ms(st.p90), ms(st.p99), cpu[i])
-			}
+			_, cpu, line := runArms(b, arms, "topic", rate, func() []ack {
+				return updateConfigMaps(b, objs, int(rate/25), rate, 20*time.Second)
+			})
 			b.ReportMetric(cpu[0]/cpu[1], "cpu_grouped/flush0")
 			b.ReportMetric(0, "ns/op")
-			fmt.Fprintf(&line, " CPU grouped/flush0 %.2f", cpu[0]/cpu[1])
+			fmt.Fprintf(line, " CPU grouped/flush0 %.2f", cpu[0]/cpu[1])
 			if len(arms) > 2 {
 				b.ReportMetric(cpu[0]/cpu[2], "cpu_grouped/baseline")
-				fmt.Fprintf(&line, ", grouped/baseline %.2f", cpu[0]/cpu[2])
+				fmt.Fprintf(line, ", grouped/baseline %.2f", cpu[0]/cpu[2])
 			}
 			if rate == 200 {
-				fmt.Fprintf(&line, " (target CPU <= %.2f s per 1k at 200 writes/s: %s)", cpuTarget, verdict(cpu[0] <= cpuTarget))
+				fmt.Fprintf(line, " (target CPU <= %.2f s per 1k at 200 writes/s: %s)", cpuTarget, verdict(cpu[0] <= cpuTarget))
 			}
 			b.Log(line.String())
 		})
