@@ -489,13 +489,7 @@ func waitScaleSyncedPostgres(b *testing.B, conn *pgx.Conn, want int, timeout tim
 				return time.Now()
 			}
 		}
-		if d != nil {
-			select {
-			case <-d.done:
-				b.Fatalf("kube-cdc exited early\n%s", testenv.Tail(d.logPath, 30))
-			default:
-			}
-		}
+		d.failIfExited(b)
 		time.Sleep(20 * time.Millisecond)
 	}
 	b.Fatalf("not synced within %v: %d of %d checkpoints, %d of %d objects (%v)", timeout, ck, len(scaleResources), n, want, err)
@@ -722,11 +716,7 @@ func waitScaleRecords(b *testing.B, prefix string, want int64, d *daemon) (first
 		if n >= want {
 			return first, now
 		}
-		select {
-		case <-d.done:
-			b.Fatalf("kube-cdc exited early\n%s", tailLog(d))
-		default:
-		}
+		d.failIfExited(b)
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("topics %s.*: fewer than %d records within 10 minutes", prefix, want)

@@ -104,18 +104,12 @@ func waitRecords(b *testing.B, topic string, want int64, d *daemon) (first, last
 				return first, now
 			}
 		}
-		select {
-		case <-d.done:
-			b.Fatalf("kube-cdc exited early\n%s", tailLog(d))
-		default:
-		}
+		d.failIfExited(b)
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("%s: fewer than %d records within 5 minutes", topic, want)
 	return
 }
-
-func tailLog(d *daemon) string { return fmt.Sprint(readTail(d.logPath)) }
 
 // BenchmarkInitialSyncKafka: the 20,000 ConfigMaps into a Kafka topic (kfake broker in
 // this process), kube-cdc's produce rate against a bare kafka-go Writer producing the

@@ -135,11 +135,7 @@ func waitAllSynced(b *testing.B, conn *pgx.Conn, n, want int, timeout time.Durat
 		if err == nil && cks >= int64(n) && rows >= int64(want) {
 			return time.Now()
 		}
-		select {
-		case <-d.done:
-			b.Fatalf("kube-cdc exited early\n%s", readTail(d.logPath))
-		default:
-		}
+		d.failIfExited(b)
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("not synced within %v\n%s", timeout, readTail(d.logPath))

@@ -257,6 +257,20 @@ func startDaemonBin(b *testing.B, bin, config string) *daemon {
 }
 
 // stop sends SIGTERM, waits for the exit and returns the process's CPU seconds (user+sys).
+// failIfExited fails b, with the end of the daemon's log, when the daemon has exited
+// (nil: no daemon to watch).
+func (d *daemon) failIfExited(b *testing.B) {
+	b.Helper()
+	if d == nil {
+		return
+	}
+	select {
+	case <-d.done:
+		b.Fatalf("kube-cdc exited early\n%s", readTail(d.logPath))
+	default:
+	}
+}
+
 func (d *daemon) stop(b *testing.B) float64 {
 	b.Helper()
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
@@ -335,13 +349,7 @@ func waitSynced(b *testing.B, conn *pgx.Conn, ns string, want int, timeout time.
 		if err == nil && ck > 0 && n >= int64(want) {
 			return time.Now()
 		}
-		if d != nil {
-			select {
-			case <-d.done:
-				b.Fatalf("kube-cdc exited early\n%s", testenv.Tail(d.logPath, 30))
-			default:
-			}
-		}
+		d.failIfExited(b)
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("not synced within %v", timeout)
