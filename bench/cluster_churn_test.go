@@ -167,10 +167,12 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	kd.stop(b)
 }
 
-// pollChangesWithGaps is pollChanges for a database several transactions write at once
-// (a stream per resource): an id may commit after a higher one was read, so the ids
-// skipped over are asked for again on every poll until they appear or 10 s have passed
-// (a replayed insert that conflicted takes an id that never appears).
+// pollChangesWithGaps records, every 2 ms on one connection, when each RV appeared in
+// kube_cdc.changes (ids above fromID; its commit time), until ctx ends. Several
+// transactions may write at once (a stream per resource): an id may commit after a higher
+// one was read, so the ids skipped over are asked for again on every poll until they
+// appear or 10 s have passed (a replayed insert that conflicted takes an id that never
+// appears).
 func pollChangesWithGaps(ctx context.Context, conn *pgx.Conn, fromID int64, seen *seenSet) error {
 	last := fromID
 	gaps := map[int64]time.Time{}
