@@ -425,8 +425,8 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	} else {
 		s.Close()
 	}
-	empty := relistHeap(b, sc, emptyDSN, connect(b, emptyDSN), n)
-	heap := relistHeap(b, sc, dsn, conn, n)
+	empty := relistHeap(b, "cluster-relist-empty", sc, emptyDSN, connect(b, emptyDSN), n)
+	heap := relistHeap(b, "cluster-relist-full", sc, dsn, conn, n)
 	tracked := (float64(heap.peak) - float64(min(heap.base, heap.peak)) - float64(empty.peak) + float64(min(empty.base, empty.peak))) / float64(n)
 
 	perK := func(cpu float64) float64 { return cpu / (float64(n) / 1000) }
@@ -553,7 +553,7 @@ type heapResult struct {
 // pipeline in this process, wired like cmd/kube-cdc/run.go: every resource relists and
 // diffs against the sink with its whole key index loaded. The live heap is sampled as in
 // BenchmarkRelistMemory; per object is (live peak − live heap before start) / objects.
-func relistHeap(b *testing.B, sc *scaleCluster, dsn string, conn *pgx.Conn, n int) heapResult {
+func relistHeap(b *testing.B, name string, sc *scaleCluster, dsn string, conn *pgx.Conn, n int) heapResult {
 	b.Helper()
 	ctx := context.Background()
 	// An empty database has no schema yet: the pipeline migrates it.
@@ -573,12 +573,12 @@ func relistHeap(b *testing.B, sc *scaleCluster, dsn string, conn *pgx.Conn, n in
 	}
 	var r heapResult
 	r.base = liveHeap()
-	h := startHeapSampler()
+	h := startHeapSampler(name)
 	start := time.Now()
 	ip := startClusterInProcess(b, sc.Config, dsn)
 	waitScaleSyncedPostgres(b, conn, n, 10*time.Minute, nil)
 	r.took = time.Since(start)
-	h.finish()
+	h.finish(b)
 	ip.stop(b)
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM kube_cdc.changes`).Scan(&id1); err != nil {
 		b.Fatal(err)

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -23,6 +26,11 @@ import (
 // in-process initial sync of the 20k ConfigMaps there (go tool pprof -top FILE).
 const ProfileEnv = "KUBE_CDC_BENCH_CPUPROFILE"
 
+// HeapProfileEnv names a directory: when set, the relist heap measurements write the heap
+// profile taken at their live peak there (go tool pprof -sample_index=inuse_space), one
+// file per measurement, for `-diff_base` between a full and an empty database.
+const HeapProfileEnv = "KUBE_CDC_BENCH_HEAPPROFILE"
+
 // heapSampler samples the Go heap every 50 ms: the live heap after a forced GC every
 // other sample, and the heap including not-yet-collected garbage on every sample.
 type heapSampler struct {
@@ -30,6 +38,8 @@ type heapSampler struct {
 	wg       sync.WaitGroup
 	livePeak uint64
 	allPeak  uint64
+	profile  string // where to write the heap profile of the live peak; "" for none
+	profErr  error
 }
 
 func heapObjects() uint64 {
@@ -43,8 +53,13 @@ func liveHeap() uint64 {
 	return heapObjects()
 }
 
-func startHeapSampler() *heapSampler {
+// startHeapSampler starts sampling. With HeapProfileEnv set and name not empty, the heap
+// profile of each new live peak is written to that directory as name.pb.gz.
+func startHeapSampler(name string) *heapSampler {
 	h := &heapSampler{stop: make(chan struct{})}
+	if dir := os.Getenv(HeapProfileEnv); dir != "" && name != "" {
+		h.profile = filepath.Join(dir, name+".pb.gz")
+	}
 	h.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -56,17 +71,41 @@ func startHeapSampler() *heapSampler {
 			}
 			h.allPeak = max(h.allPeak, heapObjects())
 			if i%2 == 0 {
-				h.livePeak = max(h.livePeak, liveHeap())
+				h.sampleLive()
 			}
 		}
 	})
 	return h
 }
 
-func (h *heapSampler) finish() {
+// sampleLive forces a GC and keeps the live heap if it is a new peak, with its profile.
+func (h *heapSampler) sampleLive() {
+	live := liveHeap()
+	if live <= h.livePeak {
+		return
+	}
+	h.livePeak = live
+	if h.profile == "" || h.profErr != nil {
+		return
+	}
+	// The heap profile is as of the GC liveHeap just forced: this very peak.
+	f, err := os.Create(h.profile)
+	if err == nil {
+		err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+	}
+	h.profErr = err
+}
+
+// finish stops sampling; it fails b when the peak's profile could not be written.
+func (h *heapSampler) finish(b testing.TB) {
 	close(h.stop)
 	h.wg.Wait()
-	h.livePeak = max(h.livePeak, liveHeap())
+	h.sampleLive()
+	if h.profErr != nil {
+		b.Errorf("heap profile %s: %v", h.profile, h.profErr)
+	} else if h.profile != "" {
+		b.Logf("heap profile of the live peak: %s", h.profile)
+	}
 }
 
 // inProcess runs the pipeline the way cmd/kube-cdc/run.go wires it, in this process, until
@@ -158,13 +197,13 @@ func BenchmarkRelistMemory(b *testing.B) {
 					b.Logf("CPU profile of the in-process initial sync: %s", f)
 				}()
 			}
-			h0 := startHeapSampler()
+			h0 := startHeapSampler("")
 			start := time.Now()
 			ip := startInProcess(b, dsn, c.ns)
 			waitSynced(b, conn, "", c.n, 10*time.Minute, nil)
 			waitCheckpoints(b, conn, len(c.ns), 10*time.Minute)
 			syncTime := time.Since(start)
-			h0.finish()
+			h0.finish(b)
 			ip.stop(b)
 			if f := os.Getenv(ProfileEnv); f != "" && c.n == syncObjs {
 				pprof.StopCPUProfile()
@@ -179,13 +218,13 @@ func BenchmarkRelistMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			base := liveHeap()
-			h := startHeapSampler()
+			h := startHeapSampler(fmt.Sprintf("relist-configmaps-%d", c.n))
 			start = time.Now()
 			ip = startInProcess(b, dsn, c.ns)
 			waitSynced(b, conn, "", c.n, 10*time.Minute, nil)
 			waitCheckpoints(b, conn, len(c.ns), 10*time.Minute)
 			relistTime := time.Since(start)
-			h.finish()
+			h.finish(b)
 			ip.stop(b)
 			if err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.changes`).Scan(&changes1); err != nil {
 				b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/keyindex"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
@@ -36,8 +37,8 @@ type cursor struct {
 	first     time.Time // arrival of the oldest unwritten change, or zero
 
 	// index is the sink's key index while a relist is under way, else nil; keys are
-	// removed as the LIST shows them, so what is left at RelistEnd was deleted.
-	index map[change.Key]change.Entry
+	// taken out as the LIST shows them, so what is left at RelistEnd was deleted.
+	index *keyindex.Index
 
 	// forget, when set, forgets the sink's checkpoints of scopes no longer configured; it
 	// is called once the relist that swept them is committed (Target.Sweeps).
@@ -272,12 +273,12 @@ func (c *cursor) timeTravel(tt change.TimeTravel) {
 }
 
 func (c *cursor) loadIndex() error {
-	var idx map[change.Key]change.Entry
+	var idx *keyindex.Index
 	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "read key index", func(ctx context.Context) error {
-		idx = make(map[change.Key]change.Entry)
+		idx = &keyindex.Index{}
 		return c.sink.KeyIndex(ctx, c.res, func(k change.Key, e change.Entry) error {
 			if c.owns == nil || c.owns(k) {
-				idx[k] = e
+				idx.Add(k, e)
 			}
 			return nil
 		})
@@ -285,8 +286,9 @@ func (c *cursor) loadIndex() error {
 	if err != nil {
 		return fmt.Errorf("sink %s: read key index of %s: %w", c.sink.Name(), c.res.ID(), err)
 	}
+	idx.Seal()
 	c.index = idx
-	c.p.opts.Metrics.KeyIndexSize(c.sink.Name(), c.res.ID(), len(idx))
+	c.p.opts.Metrics.KeyIndexSize(c.sink.Name(), c.res.ID(), idx.Len())
 	return nil
 }
 
@@ -299,8 +301,7 @@ func (c *cursor) reconcile(ch change.Change) {
 	if c.index == nil {
 		return // a relist whose beginning this cursor did not see (it was detached)
 	}
-	held, ok := c.index[ch.Key]
-	delete(c.index, ch.Key)
+	held, ok := c.index.Take(ch.Key)
 	c.stats.listed++
 	// Versions compare within an epoch only: a version the sink holds from an earlier
 	// epoch is rewritten (a restored etcd issues its RVs again, for other contents).
@@ -351,7 +352,7 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	if listRV < c.relistFrom {
 		c.timeTravel(change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: listRV})
 	}
-	left := c.index
+	left := c.index.Left()
 	c.index = nil
 	if listRV > c.pending {
 		c.pending = listRV
