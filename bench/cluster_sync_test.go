@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/keyindex"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
@@ -415,19 +418,10 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	// Baseline B: the informer program, an empty database.
 	bRes := clusterInformer(b, sc, pg.NewDatabase(b), n)
 
-	// The heap of a relist against the database kube-cdc filled (the whole key index).
-	// The same relist into an empty database: no key index to load, the same LIST pages,
-	// batches and writes. The difference of the two is what tracking the objects costs.
-	// Migrated first, as the full one is: the migrations' allocations are not the relist's.
-	emptyDSN := pg.NewDatabase(b)
-	if s, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: emptyDSN, Migrate: true}, slog.New(slog.DiscardHandler)); err != nil {
-		b.Fatal(err)
-	} else {
-		s.Close()
-	}
-	empty := relistHeap(b, "cluster-relist-empty", sc, emptyDSN, connect(b, emptyDSN), n)
+	// The heap of a relist against the database kube-cdc filled (the whole key index is
+	// loaded), and of the pipeline streaming once it is done (no per-object state).
 	heap := relistHeap(b, "cluster-relist-full", sc, dsn, conn, n)
-	tracked := (float64(heap.peak) - float64(min(heap.base, heap.peak)) - float64(empty.peak) + float64(min(empty.base, empty.peak))) / float64(n)
+	idx := keyIndexHeap(b, dsn)
 
 	perK := func(cpu float64) float64 { return cpu / (float64(n) / 1000) }
 	ratioA := wall.Seconds() / aTotal.Seconds()
@@ -444,7 +438,9 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	b.ReportMetric(ratioB, "B/kubecdc")
 	b.ReportMetric(perK(cpu)/perK(bRes.cpu), "cpu_kubecdc/B")
 	b.ReportMetric(heap.perObj, "relist_heap_B/obj")
-	b.ReportMetric(tracked, "tracked_heap_B/obj")
+	b.ReportMetric(heap.steadyPerObj, "steady_heap_B/obj")
+	b.ReportMetric(idx.index, "keyindex_B/entry")
+	b.ReportMetric(idx.index/idx.asMap, "keyindex/map")
 	b.ReportMetric(float64(bRes.heap)/float64(n), "B_heap_B/obj")
 	b.ReportMetric(float64(rss)/(1<<20), "kubecdc_peak_rss_MiB")
 	b.ReportMetric(float64(wal)/1e6, "pg_wal_MB")
@@ -458,17 +454,17 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 		"  baseline B (informers + autocommit upsert per event) wall %v, CPU %.2fs (%.3f CPU-s per 1k), heap %.0f B/object\n"+
 		"  kube-cdc/A = %.2fx (target <= 1.1x: %s)\n"+
 		"  B/kube-cdc = %.1fx; CPU kube-cdc/B = %.2fx\n"+
-		"  relist heap, all in: live peak %.1f MiB over a baseline of %.1f MiB = %.0f B per object; relist took %v and wrote %d changes (nodes heartbeat meanwhile)\n"+
-		"  the same relist into an empty database (no key index): %.1f MiB over %.1f MiB = %.0f B per object\n"+
-		"  heap per tracked object (full database − empty database) = %.0f B (target <= 200: %s)",
+		"  heap per tracked object, streaming after the sync (all in: the pipeline's buffers and connections too): live %.1f MiB over a baseline of %.1f MiB = %.0f B per object (target <= 200: %s)\n"+
+		"  heap per tracked object during a relist, the key index (the only per-object state, held while a relist is reconciled): %.0f B per entry (target <= 200: %s) vs %.0f B as the map it replaced = %.2fx; %d entries\n"+
+		"  relist heap, all in: live peak %.1f MiB over a baseline of %.1f MiB = %.0f B per object (LIST pages and write buffers in flight too); relist took %v and wrote %d changes (nodes heartbeat meanwhile)",
 		l, l.took.Round(time.Millisecond), aCopy.Round(time.Millisecond), aTotal.Round(time.Millisecond),
 		wall.Round(time.Millisecond), cpu, perK(cpu),
 		bRes.wall.Round(time.Millisecond), bRes.cpu, perK(bRes.cpu), float64(bRes.heap)/float64(n),
 		ratioA, verdict(ratioA <= 1.1),
 		ratioB, perK(cpu)/perK(bRes.cpu),
-		float64(heap.peak)/(1<<20), float64(heap.base)/(1<<20), heap.perObj, heap.took.Round(time.Millisecond), heap.changes,
-		float64(empty.peak)/(1<<20), float64(empty.base)/(1<<20), empty.perObj,
-		tracked, verdict(tracked <= 200))
+		float64(heap.steady)/(1<<20), float64(heap.base)/(1<<20), heap.steadyPerObj, verdict(heap.steadyPerObj <= 200),
+		idx.index, verdict(idx.index <= 200), idx.asMap, idx.index/idx.asMap, idx.entries,
+		float64(heap.peak)/(1<<20), float64(heap.base)/(1<<20), heap.perObj, heap.took.Round(time.Millisecond), heap.changes)
 	return bRes
 }
 
@@ -543,10 +539,12 @@ func clusterInformer(b *testing.B, sc *scaleCluster, dsn string, want int) *info
 }
 
 type heapResult struct {
-	base, peak uint64
-	perObj     float64
-	took       time.Duration
-	changes    int64
+	base, peak   uint64
+	perObj       float64
+	steady       uint64  // the live heap once the relist is done, the pipeline streaming
+	steadyPerObj float64 // (steady − base) / objects
+	took         time.Duration
+	changes      int64
 }
 
 // relistHeap forgets the checkpoints of a database that holds every object and runs the
@@ -579,6 +577,8 @@ func relistHeap(b *testing.B, name string, sc *scaleCluster, dsn string, conn *p
 	waitScaleSyncedPostgres(b, conn, n, 10*time.Minute, nil)
 	r.took = time.Since(start)
 	h.finish(b)
+	r.steady = steadyHeap(b, name+"-steady")
+	r.steadyPerObj = float64(r.steady-min(r.base, r.steady)) / float64(n)
 	ip.stop(b)
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM kube_cdc.changes`).Scan(&id1); err != nil {
 		b.Fatal(err)
@@ -771,4 +771,58 @@ func walSince(b *testing.B, conn *pgx.Conn, lsn string) int64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// keyIndexResult is the live heap of the key indexes of every scale resource, read from
+// a database that holds them, per entry: as the pipeline holds it (keyindex.Index) and
+// as the map it held before.
+type keyIndexResult struct {
+	entries      int
+	index, asMap float64 // bytes per entry
+}
+
+// keyIndexHeap reads every scale resource's key index from dsn the way a relist's
+// cursor does (postgres.Sink.KeyIndex), one per resource as each cursor holds its own,
+// into keyindex.Index values and then into maps, and measures the live heap each holds.
+func keyIndexHeap(b *testing.B, dsn string) keyIndexResult {
+	b.Helper()
+	ctx := context.Background()
+	sink, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: dsn, Migrate: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	read := func(add func(i int, k change.Key, e change.Entry)) {
+		for i, r := range scaleResources {
+			res := change.Resource{Group: r.gvr.Group, Version: r.gvr.Version, Resource: r.gvr.Resource}
+			if err := sink.KeyIndex(ctx, res, func(k change.Key, e change.Entry) error { add(i, k, e); return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	perEntry := func(base uint64, entries int) float64 {
+		live := liveHeap()
+		return float64(live-min(base, live)) / float64(max(entries, 1))
+	}
+	var r keyIndexResult
+	base := liveHeap()
+	idx := make([]keyindex.Index, len(scaleResources))
+	read(func(i int, k change.Key, e change.Entry) { idx[i].Add(k, e) })
+	for i := range idx {
+		idx[i].Seal()
+		r.entries += idx[i].Len()
+	}
+	r.index = perEntry(base, r.entries)
+	runtime.KeepAlive(idx)
+	idx = nil
+
+	base = liveHeap()
+	maps := make([]map[change.Key]change.Entry, len(scaleResources))
+	for i := range maps {
+		maps[i] = map[change.Key]change.Entry{}
+	}
+	read(func(i int, k change.Key, e change.Entry) { maps[i][k] = e })
+	r.asMap = perEntry(base, r.entries)
+	runtime.KeepAlive(maps)
+	return r
 }

@@ -274,3 +274,17 @@ func waitCheckpoints(b *testing.B, conn *pgx.Conn, n int, timeout time.Duration)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// steadyHeap is the live heap now; with HeapProfileEnv set, its profile is written there
+// as name.pb.gz.
+func steadyHeap(b testing.TB, name string) uint64 {
+	h := &heapSampler{}
+	if dir := os.Getenv(HeapProfileEnv); dir != "" {
+		h.profile = filepath.Join(dir, name+".pb.gz")
+	}
+	h.sampleLive()
+	if h.profErr != nil {
+		b.Errorf("heap profile %s: %v", h.profile, h.profErr)
+	}
+	return h.livePeak
+}
