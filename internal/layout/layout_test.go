@@ -76,9 +76,14 @@ func rules() []rule {
 		{
 			pkgs: under("internal/pipeline"),
 			banned: func(d string) bool {
-				return strings.HasPrefix(d, module) && !own("internal/change")(d) && !own("internal/retry")(d)
+				return strings.HasPrefix(d, module) && !own("internal/change")(d) && !own("internal/retry")(d) && !own("internal/keyindex")(d)
 			},
-			why: "internal/pipeline imports only change and retry",
+			why: "internal/pipeline imports only change, keyindex and retry",
+		},
+		{
+			pkgs:   under("internal/keyindex"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) && !own("internal/change")(d) },
+			why:    "internal/keyindex depends only on change",
 		},
 		{
 			pkgs:   anyOf(under("internal/checkpoint"), under("internal/sinks/stdout"), under("internal/sinks/postgres")),
