@@ -43,6 +43,13 @@ func slowProduce(k *testenv.Kafka, topic string, d time.Duration) {
 // count too: a change at or below the watermark was in the sink when the watermark was
 // written, whenever its writer heard back.
 
+// watermarksWanted is how many distinct watermarks a test checks while the writers
+// write; loadMaxRounds bounds how long they write on, waiting for them.
+const (
+	watermarksWanted = 10
+	loadMaxRounds    = 20
+)
+
 // acked is one write the apiserver acknowledged.
 type acked struct {
 	name string
@@ -51,11 +58,16 @@ type acked struct {
 
 // ackedWrites collects the acknowledged writes of a load run.
 type ackedWrites struct {
-	mu     sync.Mutex
-	writes []acked
-	done   chan struct{}
-	err    error
+	mu       sync.Mutex
+	writes   []acked
+	done     chan struct{}
+	enough   chan struct{} // closed when the sampler has checked enough watermarks
+	stopOnce sync.Once
+	err      error
 }
+
+// stop tells the writers that they may stop once they made their minimum of updates.
+func (a *ackedWrites) stop() { a.stopOnce.Do(func() { close(a.enough) }) }
 
 func (a *ackedWrites) add(name, rv string) {
 	n, _ := strconv.ParseUint(rv, 10, 64)
@@ -97,10 +109,12 @@ func (a *ackedWrites) running() bool {
 }
 
 // load starts writers goroutines, each creating keys ConfigMaps in ns and then updating
-// them round robin, updates times in all.
+// them round robin: at least updates times, and on until stop is called (at most
+// loadMaxRounds times updates), so that the sampling overlaps the writes however loaded
+// the machine is.
 func load(t *testing.T, ns string, writers, keys, updates int) *ackedWrites {
 	t.Helper()
-	a := &ackedWrites{done: make(chan struct{})}
+	a := &ackedWrites{done: make(chan struct{}), enough: make(chan struct{})}
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -110,7 +124,14 @@ func load(t *testing.T, ns string, writers, keys, updates int) *ackedWrites {
 			defer wg.Done()
 			fail := func(err error) { once.Do(func() { a.err = err }) }
 			ctx := context.Background()
-			for i := range updates + keys {
+			for i := range keys + loadMaxRounds*updates {
+				if i >= keys+updates {
+					select {
+					case <-a.enough:
+						return
+					default:
+					}
+				}
 				name := fmt.Sprintf("w%d-%d", w, i%keys)
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"i": strconv.Itoa(i)}}
 				var got *corev1.ConfigMap
@@ -144,6 +165,7 @@ func load(t *testing.T, ns string, writers, keys, updates int) *ackedWrites {
 // many distinct watermarks it checked while the writers were still writing.
 func sampleWatermark(t *testing.T, a *ackedWrites, sample func() (uint64, map[acked]bool, error)) int {
 	t.Helper()
+	defer a.stop()
 	seen := map[uint64]bool{}
 	checked := 0
 	deadline := time.Now().Add(2 * time.Minute)
@@ -169,7 +191,9 @@ func sampleWatermark(t *testing.T, a *ackedWrites, sample func() (uint64, map[ac
 		}
 		if running && len(want) > 0 && !seen[w] {
 			seen[w] = true
-			checked++
+			if checked++; checked >= watermarksWanted {
+				a.stop()
+			}
 		}
 		if !running {
 			if a.err != nil {
@@ -226,8 +250,8 @@ func TestThePostgresWatermarkIsNeverAheadOfAWriteTheApiserverAcknowledged(t *tes
 	a := load(t, ns, 8, 4, 300)
 	n := sampleWatermark(t, a, sample)
 	t.Logf("checked %d distinct watermarks while %d writes were under way", n, len(a.upTo(^uint64(0))))
-	if n < 10 {
-		t.Errorf("checked %d distinct watermarks during the load, want at least 10 (the sampling did not overlap the writes)", n)
+	if n < watermarksWanted {
+		t.Errorf("checked %d distinct watermarks during the load, want at least %d (the sampling did not overlap the writes)", n, watermarksWanted)
 	}
 	// The per-resource view agrees with the per-scope one for a resource configured once.
 	var perScope, perResource uint64
@@ -327,8 +351,8 @@ func TestTheKafkaResolvedRecordIsNeverAheadOfAWriteTheApiserverAcknowledged(t *t
 	}
 	n := sampleWatermark(t, a, sample)
 	t.Logf("checked %d distinct resolved records while %d writes were under way", n, len(a.upTo(^uint64(0))))
-	if n < 10 {
-		t.Errorf("checked %d distinct resolved records during the load, want at least 10 (the sampling did not overlap the writes)", n)
+	if n < watermarksWanted {
+		t.Errorf("checked %d distinct resolved records during the load, want at least %d (the sampling did not overlap the writes)", n, watermarksWanted)
 	}
 	if last.Op != "resolved" || last.Cluster != "e2e" || last.Sink != "stream" || last.Group != "" || last.Resource != "configmaps" {
 		t.Errorf("resolved record %+v", last)
