@@ -47,7 +47,7 @@ func slowProduce(k *testenv.Kafka, topic string, d time.Duration) {
 // write; loadMaxRounds bounds how long they write on, waiting for them.
 const (
 	watermarksWanted = 10
-	loadMaxRounds    = 20
+	loadMaxRounds    = 3
 )
 
 // acked is one write the apiserver acknowledged.
