@@ -38,6 +38,50 @@ func (s *Stream) relist(ctx context.Context, emit func(context.Context, change.E
 	return s.pagedList(ctx, emit)
 }
 
+// listPage is one page of a paged LIST, or why it could not be read.
+type listPage struct {
+	body []byte
+	err  error
+}
+
+// fetchPage asks for the page after cont ("" for the first) in a goroutine of its own;
+// the channel delivers it, and is buffered: the goroutine never waits for a reader.
+func (s *Stream) fetchPage(ctx context.Context, cont string) <-chan listPage {
+	out := make(chan listPage, 1)
+	go func() {
+		body, err := s.listPage(ctx, cont)
+		out <- listPage{body, err}
+	}()
+	return out
+}
+
+// listPage reads the page after cont ("" for the first) of the resource's LIST.
+func (s *Stream) listPage(ctx context.Context, cont string) ([]byte, error) {
+	res := s.Target.Resource
+	req := s.Clients.list.Get().AbsPath(collectionPath(res, s.namespace())).
+		Param("limit", strconv.FormatInt(s.PageSize, 10))
+	if cont != "" {
+		req = req.Param("continue", cont)
+	}
+	if s.Target.LabelSelector != "" {
+		req = req.Param("labelSelector", s.Target.LabelSelector)
+	}
+	if s.Target.FieldSelector != "" {
+		req = req.Param("fieldSelector", s.Target.FieldSelector)
+	}
+	result := req.Do(ctx)
+	body, err := result.Raw()
+	if err != nil {
+		err = result.Error() // decodes the apiserver's Status, whose message names the cause
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			// The continue token outlived etcd's history: start the LIST over.
+			return nil, fmt.Errorf("resource %s: list continuation expired: %w", res.ID(), err)
+		}
+		return nil, classify(res, "list", err)
+	}
+	return body, nil
+}
+
 // pagedList is a relist read with a paged LIST: pages are requested with limit/continue,
 // and every page is read at the first page's RV.
 func (s *Stream) pagedList(ctx context.Context, emit func(context.Context, change.Event) error) (change.RV, error) {
@@ -47,30 +91,26 @@ func (s *Stream) pagedList(ctx context.Context, emit func(context.Context, chang
 		return 0, errors.Join(errEmit, err)
 	}
 	p := s.newListProgress()
+	// The next page is asked for as soon as this one's continue token is read, so the
+	// apiserver serves it while this one is decoded and emitted (at most two pages held).
+	ctx, cancel := context.WithCancel(ctx)
+	var next <-chan listPage
+	defer func() {
+		cancel()
+		if next != nil {
+			<-next // the request in flight ends with ctx: nothing outlives the relist
+		}
+	}()
+	next = s.fetchPage(ctx, "")
 	var listRV change.RV
-	cont := ""
 	for {
-		req := s.Clients.list.Get().AbsPath(collectionPath(res, s.namespace())).
-			Param("limit", strconv.FormatInt(s.PageSize, 10))
-		if cont != "" {
-			req = req.Param("continue", cont)
+		pg := <-next
+		next = nil
+		if pg.err != nil {
+			return 0, pg.err
 		}
-		if s.Target.LabelSelector != "" {
-			req = req.Param("labelSelector", s.Target.LabelSelector)
-		}
-		if s.Target.FieldSelector != "" {
-			req = req.Param("fieldSelector", s.Target.FieldSelector)
-		}
-		result := req.Do(ctx)
-		body, err := result.Raw()
-		if err != nil {
-			err = result.Error() // decodes the apiserver's Status, whose message names the cause
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				// The continue token outlived etcd's history: start the LIST over.
-				return 0, fmt.Errorf("resource %s: list continuation expired: %w", res.ID(), err)
-			}
-			return 0, classify(res, "list", err)
-		}
+		body := pg.body
+		var err error
 		m := gjson.GetManyBytes(body, "metadata.resourceVersion", "metadata.continue", "metadata.remainingItemCount", "items.#")
 		if listRV == 0 {
 			if listRV, err = change.ParseRV(m[0].Str); err != nil {
@@ -83,6 +123,10 @@ func (s *Stream) pagedList(ctx context.Context, emit func(context.Context, chang
 		total := 0
 		if m[2].Exists() || m[1].Str == "" {
 			total = p.listed + int(m[3].Int()+m[2].Int())
+		}
+		cont := m[1].Str
+		if cont != "" {
+			next = s.fetchPage(ctx, cont)
 		}
 		var emitErr error
 		// A string view of the page, not a copy: each item is copied once, below.
@@ -107,7 +151,6 @@ func (s *Stream) pagedList(ctx context.Context, emit func(context.Context, chang
 		if emitErr != nil {
 			return 0, emitErr
 		}
-		cont = m[1].Str
 		if cont == "" {
 			break
 		}
