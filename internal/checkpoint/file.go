@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -704,7 +703,7 @@ const (
 )
 
 func encodeEntry(dst []byte, e change.Entry) []byte {
-	u, uuid := parseUUID(e.UID)
+	u, uuid := change.PackUID(e.UID)
 	format := byte(entryRawUID)
 	if uuid {
 		format = entryUUID16
@@ -733,7 +732,7 @@ func decodeEntry(b []byte) (change.Entry, error) {
 		if len(rest) != 16 {
 			return change.Entry{}, errors.New("key index entry: bad uid")
 		}
-		return change.Entry{UID: formatUUID(rest), RV: rv, Epoch: epoch}, nil
+		return change.Entry{UID: change.UnpackUID((*[16]byte)(rest)), RV: rv, Epoch: epoch}, nil
 	case entryRawUID:
 		return change.Entry{UID: string(rest), RV: rv, Epoch: epoch}, nil
 	}
@@ -765,52 +764,4 @@ func decodeHead(b []byte) (epoch int, rv change.RV, uid []byte, err error) {
 		rest = rest[n:]
 	}
 	return int(e), change.RV(v), rest, nil
-}
-
-// parseUUID parses the canonical lower-case 8-4-4-4-12 form only, so formatUUID gives the
-// same string back.
-func parseUUID(s string) (u [16]byte, ok bool) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if s[i] == '-' {
-			i++
-			continue
-		}
-		hi, ok1 := lowerHex(s[i])
-		lo, ok2 := lowerHex(s[i+1])
-		if !ok1 || !ok2 {
-			return u, false
-		}
-		u[j] = hi<<4 | lo
-		j++
-		i += 2
-	}
-	return u, true
-}
-
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
-
-func formatUUID(u []byte) string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:36], u[10:16])
-	return string(b[:])
 }

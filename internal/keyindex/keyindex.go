@@ -3,7 +3,6 @@ package keyindex
 import (
 	"bytes"
 	"cmp"
-	"encoding/hex"
 	"slices"
 	"strings"
 
@@ -60,7 +59,7 @@ func (x *Index) Add(k change.Key, e change.Entry) {
 	if e.Drifted {
 		en.flags |= drifted
 	}
-	if !parseUUID(e.UID, &en.uid) {
+	if en.uid, ok = change.PackUID(e.UID); !ok {
 		en.flags |= rawUID
 		if x.rawUIDs == nil {
 			x.rawUIDs = map[uint32]string{}
@@ -181,7 +180,7 @@ func (x *Index) entryAt(pos uint32, en *entry) change.Entry {
 	if en.flags&rawUID != 0 {
 		e.UID = x.rawUIDs[pos]
 	} else {
-		e.UID = formatUUID(&en.uid)
+		e.UID = change.UnpackUID(&en.uid)
 	}
 	return e
 }
@@ -198,53 +197,4 @@ func (x *Index) Left() map[change.Key]change.Entry {
 		out[change.Key{Namespace: x.namespaces[en.ns], Name: string(x.nameBytes(en))}] = x.entryAt(uint32(i), en)
 	}
 	return out
-}
-
-// parseUUID parses a canonical lowercase UUID (8-4-4-4-12 hex digits), the form the
-// apiserver gives every object's uid, into u. Any other form is refused, so that
-// formatUUID(u) is always the very string parsed.
-func parseUUID(s string, u *[16]byte) bool {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		hi, ok1 := fromHex(s[i])
-		lo, ok2 := fromHex(s[i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		u[j] = hi<<4 | lo
-		j++
-		i += 2
-	}
-	return true
-}
-
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
-
-func formatUUID(u *[16]byte) string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:])
 }

@@ -135,7 +135,7 @@ func podKeys(n int) ([]change.Key, []change.Entry) {
 		for j := range u {
 			u[j] = byte(r.UintN(256))
 		}
-		entries[i] = change.Entry{UID: formatUUID(&u), RV: change.RV(1_000_000 + i), Epoch: 0}
+		entries[i] = change.Entry{UID: change.UnpackUID(&u), RV: change.RV(1_000_000 + i), Epoch: 0}
 	}
 	return keys, entries
 }

@@ -196,23 +196,30 @@ func TestSeveralNamespacesBecomeOneNamespacedTargetEach(t *testing.T) {
 	}
 }
 
-func TestAContinueTokenThatExpiresMidListStartsTheRelistOverAndLosesNothing(t *testing.T) {
-	e := newEnv(t, 30*time.Second)
-	want := []string{"p0", "p1", "p2"}
+// relistHeldAtFirstObject relists three podtemplates one per page, and holds the emit
+// of the first listed object until release is closed. podtemplates are read from etcd
+// (no watch cache), so compacting etcd expires a continue token without restarting the
+// apiserver.
+func relistHeldAtFirstObject(t *testing.T) (e *env, r *recorder, release chan struct{}, want []string) {
+	e = newEnv(t, 30*time.Second)
+	want = []string{"p0", "p1", "p2"}
 	for _, n := range want {
 		e.podTemplate(n)
 	}
-	// podtemplates are read from etcd (no watch cache), so compacting etcd expires the
-	// continue token without restarting the apiserver.
 	s := e.stream(e.target(source.Spec{Name: "podtemplates", Namespaces: []string{e.ns}}))
 	s.PageSize = 1
-	release := make(chan struct{})
+	release = make(chan struct{})
 	var once sync.Once
-	r := e.run(s, 0, &recorder{onEmit: func(ev change.Event) {
+	r = e.run(s, 0, &recorder{onEmit: func(ev change.Event) {
 		if ev.Type == change.Listed {
 			once.Do(func() { <-release })
 		}
 	}})
+	return e, r, release, want
+}
+
+func TestAContinueTokenThatExpiresMidListStartsTheRelistOverAndLosesNothing(t *testing.T) {
+	e, r, release, want := relistHeldAtFirstObject(t)
 	r.waitFor(e, "the first page", func(evs []change.Event) bool { return count(evs, change.Listed) > 0 })
 	if _, err := e.kube.CompactEtcd(e.ctx); err != nil {
 		t.Fatal(err)
@@ -244,20 +251,7 @@ func TestAContinueTokenThatExpiresMidListStartsTheRelistOverAndLosesNothing(t *t
 }
 
 func TestAPagedRelistAsksForTheNextPageWhileItEmitsTheCurrentOne(t *testing.T) {
-	e := newEnv(t, 30*time.Second)
-	want := []string{"p0", "p1", "p2"}
-	for _, n := range want {
-		e.podTemplate(n)
-	}
-	s := e.stream(e.target(source.Spec{Name: "podtemplates", Namespaces: []string{e.ns}}))
-	s.PageSize = 1
-	release := make(chan struct{})
-	var once sync.Once
-	r := e.run(s, 0, &recorder{onEmit: func(ev change.Event) {
-		if ev.Type == change.Listed {
-			once.Do(func() { <-release })
-		}
-	}})
+	e, r, release, want := relistHeldAtFirstObject(t)
 	// The first page's object is held in emit: the second page must be asked for anyway
 	// (the apiserver serves it while the first is processed).
 	deadline := time.Now().Add(20 * time.Second)
