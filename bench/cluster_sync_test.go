@@ -690,11 +690,11 @@ func clusterSyncKafka(b *testing.B, sc *scaleCluster, bRes *informerResult) {
 	line := fmt.Sprintf("initial sync at cluster scale into Kafka (%d topics, %d partitions each): %d records, %.1f MB of values\n"+
 		"  baseline A (bare LIST %v + one bare kafka-go WriteMessages of kube-cdc's records %v) = %v\n"+
 		"  kube-cdc start→all acknowledged %v (first→last record %v, %.0f rec/s), CPU %.2fs (%.3f CPU-s per 1k objects)\n"+
-		"  kube-cdc/A = %.2fx (target <= 1.1x: %s); produce rate kube-cdc/bare = %.2fx (target >= 0.9x: %s)",
+		"  kube-cdc/A = %.2fx (target <= 1.1x: %s); first→last record rate kube-cdc/bare writer = %.2fx (bound by the paged LIST, not a sink figure: the sink's own produce rate on the same records is BenchmarkKafkaSinkWrite's, target >= 0.9x there)",
 		len(scaleResources), kafkaPartitions, len(msgs), float64(bytes)/1e6,
 		l.took.Round(time.Millisecond), bare.Round(time.Millisecond), aTotal.Round(time.Millisecond),
 		wall.Round(time.Millisecond), produce.Round(time.Millisecond), rate(produce), cpu, cpu/(float64(n)/1000),
-		ratioA, verdict(ratioA <= 1.1), rate(produce)/rate(bare), verdict(rate(produce)/rate(bare) >= 0.9))
+		ratioA, verdict(ratioA <= 1.1), rate(produce)/rate(bare))
 	if bRes != nil {
 		line += fmt.Sprintf("\n  baseline B (informers + upsert per event into PostgreSQL) wall %v: B/kube-cdc = %.1fx", bRes.wall.Round(time.Millisecond), bRes.wall.Seconds()/wall.Seconds())
 	}
