@@ -2,34 +2,44 @@ package keyindex
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 	"strings"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
+// Storage is in fixed-size chunks, so that loading a large index never copies what it
+// holds (a growing slice would, holding old and new at once) and Seal adds only a sorted
+// permutation of 4 bytes per entry.
+const (
+	entriesPerChunk = 1024     // 48 KiB
+	namesPerChunk   = 64 << 10 // bytes; a longer name gets a chunk of its own
+)
+
 // Index is a sealed-once, take-once key index. The zero value is empty and ready for Add.
 type Index struct {
 	nsID       map[string]uint32 // namespace → its number
 	namespaces []string          // by number; each string held once
-	nsRange    [][2]uint32       // by number: the namespace's entries [from, to) once sealed
-	names      []byte            // every name, back to back
-	entries    []entry           // sorted by (namespace, name) once sealed
-	rawUIDs    map[uint32]string // by entry position: uids that are not canonical UUIDs
+	entries    [][]entry         // chunks of entriesPerChunk, in adding order
+	n          int               // entries added
+	names      [][]byte          // chunks of names, back to back
+	rawUIDs    []string          // uids that are not canonical UUIDs (entry.uid holds the index)
+	order      []uint32          // once sealed: entry numbers sorted by (namespace, name)
+	nsRange    [][2]uint32       // once sealed, by namespace number: its part of order
 	live       int               // entries not taken
 	sealed     bool
 }
 
 // entry is one held object. It holds no pointer: 48 bytes that the GC does not scan.
 type entry struct {
-	rv      uint64
-	nameOff uint32
-	nameLen uint32
-	ns      uint32
-	epoch   int32
-	uid     [16]byte
-	flags   uint8
+	rv        uint64
+	uid       [16]byte // packed (change.PackUID); with rawUID, the first 4 bytes index rawUIDs
+	nameChunk uint32
+	namePos   uint32
+	nameLen   uint32
+	ns        uint32
+	epoch     int32
+	flags     uint8
 }
 
 const (
@@ -54,71 +64,79 @@ func (x *Index) Add(k change.Key, e change.Entry) {
 		x.nsID[held] = ns
 		x.namespaces = append(x.namespaces, held)
 	}
-	en := entry{rv: uint64(e.RV), nameOff: uint32(len(x.names)), nameLen: uint32(len(k.Name)), ns: ns, epoch: int32(e.Epoch)}
-	x.names = append(x.names, k.Name...)
+	en := entry{rv: uint64(e.RV), ns: ns, epoch: int32(e.Epoch)}
+	en.nameChunk, en.namePos, en.nameLen = x.addName(k.Name)
 	if e.Drifted {
 		en.flags |= drifted
 	}
 	if en.uid, ok = change.PackUID(e.UID); !ok {
 		en.flags |= rawUID
-		if x.rawUIDs == nil {
-			x.rawUIDs = map[uint32]string{}
-		}
-		// Keyed by the position in adding order; Seal renumbers.
-		x.rawUIDs[uint32(len(x.entries))] = strings.Clone(e.UID)
+		en.uid = [16]byte{}
+		putIndex(&en.uid, uint32(len(x.rawUIDs)))
+		x.rawUIDs = append(x.rawUIDs, strings.Clone(e.UID))
 	}
-	x.entries = append(x.entries, en)
+	if x.n%entriesPerChunk == 0 {
+		x.entries = append(x.entries, make([]entry, 0, entriesPerChunk))
+	}
+	last := &x.entries[len(x.entries)-1]
+	*last = append(*last, en)
+	x.n++
 }
 
-// Seal sorts the index for Take; Add is refused after it. The entries and names are
-// copied to their exact sizes, so no growth slack outlives the loading.
+// addName copies name into the name chunks and says where it is.
+func (x *Index) addName(name string) (chunk, pos, n uint32) {
+	if len(x.names) == 0 || len(x.names[len(x.names)-1])+len(name) > cap(x.names[len(x.names)-1]) {
+		x.names = append(x.names, make([]byte, 0, max(namesPerChunk, len(name))))
+	}
+	c := len(x.names) - 1
+	pos = uint32(len(x.names[c]))
+	x.names[c] = append(x.names[c], name...)
+	return uint32(c), pos, uint32(len(name))
+}
+
+func putIndex(u *[16]byte, i uint32) {
+	u[0], u[1], u[2], u[3] = byte(i), byte(i>>8), byte(i>>16), byte(i>>24)
+}
+
+func getIndex(u *[16]byte) uint32 {
+	return uint32(u[0]) | uint32(u[1])<<8 | uint32(u[2])<<16 | uint32(u[3])<<24
+}
+
+func (x *Index) at(i uint32) *entry { return &x.entries[i/entriesPerChunk][i%entriesPerChunk] }
+
+func (x *Index) nameOf(e *entry) []byte { return x.names[e.nameChunk][e.namePos : e.namePos+e.nameLen] }
+
+// Seal sorts the index for Take; Add is refused after it.
 func (x *Index) Seal() {
 	if x.sealed {
 		return
 	}
 	x.sealed = true
-	order := make([]uint32, len(x.entries))
-	for i := range order {
-		order[i] = uint32(i)
+	x.order = make([]uint32, x.n)
+	for i := range x.order {
+		x.order[i] = uint32(i)
 	}
-	slices.SortStableFunc(order, func(a, b uint32) int {
-		ea, eb := &x.entries[a], &x.entries[b]
-		if c := cmp.Compare(x.namespaces[ea.ns], x.namespaces[eb.ns]); c != 0 {
-			return c
+	// Stable, so that of a key added twice the later entry sorts last (and wins below).
+	slices.SortStableFunc(x.order, func(a, b uint32) int {
+		ea, eb := x.at(a), x.at(b)
+		if ea.ns != eb.ns {
+			return strings.Compare(x.namespaces[ea.ns], x.namespaces[eb.ns])
 		}
-		return bytes.Compare(x.nameBytes(ea), x.nameBytes(eb))
+		return bytes.Compare(x.nameOf(ea), x.nameOf(eb))
 	})
-	sorted := make([]entry, len(order))
-	names := make([]byte, 0, len(x.names))
-	var raw map[uint32]string
-	for i, o := range order {
-		e := x.entries[o]
-		name := x.names[e.nameOff : e.nameOff+e.nameLen]
-		e.nameOff = uint32(len(names))
-		names = append(names, name...)
-		if e.flags&rawUID != 0 {
-			if raw == nil {
-				raw = make(map[uint32]string, len(x.rawUIDs))
-			}
-			raw[uint32(i)] = x.rawUIDs[o]
-		}
-		sorted[i] = e
-	}
-	// A key added twice: the later one (last of its run, the sort being stable) wins.
-	x.live = len(sorted)
-	for i := 1; i < len(sorted); i++ {
-		a, b := &sorted[i-1], &sorted[i]
-		if a.ns == b.ns && bytes.Equal(names[a.nameOff:a.nameOff+a.nameLen], names[b.nameOff:b.nameOff+b.nameLen]) {
+	x.live = x.n
+	for i := 1; i < len(x.order); i++ {
+		a, b := x.at(x.order[i-1]), x.at(x.order[i])
+		if a.ns == b.ns && bytes.Equal(x.nameOf(a), x.nameOf(b)) {
 			a.flags |= taken
 			x.live--
 		}
 	}
-	x.entries, x.names, x.rawUIDs = sorted, names, raw
 	x.nsRange = make([][2]uint32, len(x.namespaces))
-	for i := 0; i < len(sorted); {
-		ns := sorted[i].ns
+	for i := 0; i < len(x.order); {
+		ns := x.at(x.order[i]).ns
 		j := i
-		for j < len(sorted) && sorted[j].ns == ns {
+		for j < len(x.order) && x.at(x.order[j]).ns == ns {
 			j++
 		}
 		x.nsRange[ns] = [2]uint32{uint32(i), uint32(j)}
@@ -126,7 +144,11 @@ func (x *Index) Seal() {
 	}
 }
 
-func (x *Index) nameBytes(e *entry) []byte { return x.names[e.nameOff : e.nameOff+e.nameLen] }
+// Len is the number of entries not taken yet.
+func (x *Index) Len() int {
+	x.Seal()
+	return x.live
+}
 
 // compareName is strings.Compare(string(b), s) without converting b (a comparison of a
 // converted []byte does not allocate).
@@ -140,12 +162,6 @@ func compareName(b []byte, s string) int {
 	return 1
 }
 
-// Len is the number of entries not taken yet.
-func (x *Index) Len() int {
-	x.Seal()
-	return x.live
-}
-
 // Take returns the entry held under k and marks it taken; ok is false when the index
 // holds no entry under k, or it was taken before.
 func (x *Index) Take(k change.Key) (e change.Entry, ok bool) {
@@ -155,30 +171,30 @@ func (x *Index) Take(k change.Key) (e change.Entry, ok bool) {
 		return change.Entry{}, false
 	}
 	r := x.nsRange[ns]
-	part := x.entries[r[0]:r[1]]
-	i, found := slices.BinarySearchFunc(part, k.Name, func(e entry, name string) int {
-		return compareName(x.nameBytes(&e), name)
+	part := x.order[r[0]:r[1]]
+	i, found := slices.BinarySearchFunc(part, k.Name, func(o uint32, name string) int {
+		return compareName(x.nameOf(x.at(o)), name)
 	})
 	if !found {
 		return change.Entry{}, false
 	}
 	// Duplicates are marked taken and sort before the entry that won: look at the last.
-	for i+1 < len(part) && string(x.nameBytes(&part[i+1])) == k.Name {
+	for i+1 < len(part) && string(x.nameOf(x.at(part[i+1]))) == k.Name {
 		i++
 	}
-	en := &part[i]
+	en := x.at(part[i])
 	if en.flags&taken != 0 {
 		return change.Entry{}, false
 	}
 	en.flags |= taken
 	x.live--
-	return x.entryAt(r[0]+uint32(i), en), true
+	return x.entryOf(en), true
 }
 
-func (x *Index) entryAt(pos uint32, en *entry) change.Entry {
+func (x *Index) entryOf(en *entry) change.Entry {
 	e := change.Entry{RV: change.RV(en.rv), Epoch: int(en.epoch), Drifted: en.flags&drifted != 0}
 	if en.flags&rawUID != 0 {
-		e.UID = x.rawUIDs[pos]
+		e.UID = x.rawUIDs[getIndex(&en.uid)]
 	} else {
 		e.UID = change.UnpackUID(&en.uid)
 	}
@@ -189,12 +205,14 @@ func (x *Index) entryAt(pos uint32, en *entry) change.Entry {
 func (x *Index) Left() map[change.Key]change.Entry {
 	x.Seal()
 	out := make(map[change.Key]change.Entry, x.live)
-	for i := range x.entries {
-		en := &x.entries[i]
-		if en.flags&taken != 0 {
-			continue
+	for _, chunk := range x.entries {
+		for i := range chunk {
+			en := &chunk[i]
+			if en.flags&taken != 0 {
+				continue
+			}
+			out[change.Key{Namespace: x.namespaces[en.ns], Name: string(x.nameOf(en))}] = x.entryOf(en)
 		}
-		out[change.Key{Namespace: x.namespaces[en.ns], Name: string(x.nameBytes(en))}] = x.entryAt(uint32(i), en)
 	}
 	return out
 }

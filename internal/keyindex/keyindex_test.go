@@ -147,35 +147,48 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
+func allocated() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
 // BenchmarkHeapPerEntry: the live heap of the index per entry, against the map of
-// (namespace, name) → change.Entry that the pipeline held before, on the same keys.
+// (namespace, name) → change.Entry that the pipeline held before, on the same keys; and
+// the bytes each allocated while loading (growth copies, beyond the keys' own strings).
 func BenchmarkHeapPerEntry(b *testing.B) {
 	for _, n := range []int{10_000, 150_000} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			keys, entries := podKeys(n)
-			var mapB, idxB float64
+			var mapB, idxB, mapAlloc, idxAlloc float64
 			for range b.N {
 				base := liveHeap()
+				a0 := allocated()
 				m := map[change.Key]change.Entry{}
 				for i, k := range keys { // copies, as each row scanned is a new string
 					m[change.Key{Namespace: string([]byte(k.Namespace)), Name: string([]byte(k.Name))}] = change.Entry{UID: string([]byte(entries[i].UID)), RV: entries[i].RV}
 				}
+				mapAlloc = float64(allocated()-a0) / float64(n)
 				mapB = float64(liveHeap()-base) / float64(n)
 				runtime.KeepAlive(m)
 				m = nil
 
 				base = liveHeap()
+				a0 = allocated()
 				var x Index
 				for i, k := range keys {
 					x.Add(change.Key{Namespace: string([]byte(k.Namespace)), Name: string([]byte(k.Name))}, change.Entry{UID: string([]byte(entries[i].UID)), RV: entries[i].RV})
 				}
 				x.Seal()
+				idxAlloc = float64(allocated()-a0) / float64(n)
 				idxB = float64(liveHeap()-base) / float64(n)
 				runtime.KeepAlive(&x)
 			}
 			b.ReportMetric(mapB, "map_B/entry")
 			b.ReportMetric(idxB, "index_B/entry")
 			b.ReportMetric(idxB/mapB, "index/map")
+			b.ReportMetric(mapAlloc, "map_alloc_B/entry")
+			b.ReportMetric(idxAlloc, "index_alloc_B/entry")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
