@@ -530,8 +530,8 @@ func (f *File) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Intend adds the live keys of b that no scope of (sink, b.Resource) holds to b's scope
-// bucket at RV 0 (IntentStore). A lookup first, in the overlays then the file, so a batch
+// Intend adds the live keys of b that b's scope does not hold to its bucket at RV 0
+// (IntentStore). A lookup first, in the overlays then the file, so a batch
 // of keys the index has already (the steady state: updates) costs no write. The intents
 // are durable when Intend returns, whatever the flush interval: they go to the file in
 // one transaction with what is pending, after it, so no pending delete written later can
@@ -571,7 +571,7 @@ func (f *File) Intend(ctx context.Context, sink string, b change.Batch) error {
 		if err != nil {
 			return err
 		}
-		// absent found them in no scope; only a Commit of this bucket, which its
+		// absent found them not in this scope; only a Commit of this bucket, which its
 		// writer makes after this Intend, could have put one in since.
 		for i, k := range keys {
 			if err := bucket.Put([]byte(k), intents[i].val); err != nil {
@@ -601,34 +601,27 @@ func (f *File) Intend(ctx context.Context, sink string, b change.Batch) error {
 	return nil
 }
 
-// absent returns the live changes of b whose keys no scope of (sink, b.Resource) holds,
-// in the overlays or the file.
+// absent returns the live changes of b whose keys b's own scope of (sink, b.Resource)
+// does not hold, in the overlays or the file. Another scope's entry does not count: that
+// scope may commit the key's delete before b is committed, and a kill in between would
+// leave b's sent record in no scope's index (KeyIndex merges the scopes, keeping the
+// highest version, so an intent beside another scope's entry costs nothing else).
 func (f *File) absent(sink string, b change.Batch) ([]*change.Change, error) {
-	res := b.Resource.ID()
+	id := bucketOf(sink, b.Resource)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var absent []*change.Change
 	err := f.db.View(func(tx *bolt.Tx) error {
-		type scopeKeys struct {
-			id   bucketID
-			keys *bolt.Bucket // nil: none in the file
+		var keys *bolt.Bucket // nil: none in the file
+		if rb := resourceBucket(tx, sink, b.Resource); rb != nil {
+			keys = rb.Bucket(bucketKeys)
 		}
-		var scopes []scopeKeys
-		add := func(scope string, keys *bolt.Bucket) {
-			if !slices.ContainsFunc(scopes, func(s scopeKeys) bool { return s.id.scope == scope }) {
-				scopes = append(scopes, scopeKeys{bucketID{sink: sink, res: res, scope: scope}, keys})
-			}
-		}
-		forEachScope(tx, sink, b.Resource, func(scope string, sb *bolt.Bucket) { add(scope, sb.Bucket(bucketKeys)) })
-		f.pending.scopesOf(sink, res, func(id bucketID, _ *pendingBucket) { add(id.scope, nil) })
-		f.flushing.scopesOf(sink, res, func(id bucketID, _ *pendingBucket) { add(id.scope, nil) })
 		for i := range b.Changes {
 			c := &b.Changes[i]
 			if c.Op == change.OpDelete {
 				continue
 			}
-			k := c.Key.String()
-			if !slices.ContainsFunc(scopes, func(s scopeKeys) bool { return f.holdsLocked(s.id, k, s.keys) }) {
+			if !f.holdsLocked(id, c.Key.String(), keys) {
 				absent = append(absent, c)
 			}
 		}

@@ -126,18 +126,6 @@ func (o *overlay) under(newer *overlay) *overlay {
 	return o
 }
 
-// scopesOf calls fn for every bucket of (sink, resource) o holds.
-func (o *overlay) scopesOf(sink, res string, fn func(id bucketID, b *pendingBucket)) {
-	if o == nil {
-		return
-	}
-	for id, b := range o.buckets {
-		if id.sink == sink && id.res == res {
-			fn(id, b)
-		}
-	}
-}
-
 func putCheckpoint(r *bolt.Bucket, rv change.RV, epoch int) error {
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], uint64(rv))

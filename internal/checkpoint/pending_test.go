@@ -385,3 +385,26 @@ func TestGroupedCommitsOfManyResourcesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A key another scope of the resource holds must still get an intent in the batch's own
+// scope: that scope may commit the key's delete between this Intend and this batch's
+// Commit, and a kill then would leave the sent record in no scope's index, never to be
+// tombstoned.
+func TestAnIntentIsKeptWhenAnotherScopeThatHeldTheKeyDeletesItBeforeTheCommit(t *testing.T) {
+	ctx := context.Background()
+	scopeA, scopeB := configmaps, configmaps
+	scopeA.Scope, scopeB.Scope = "a", "b"
+	f, path := openGrouped(t, 0)
+	mustCommit(t, f, "s", change.Batch{Resource: scopeA, Checkpoint: 5, Changes: []change.Change{upsert("ns", "k", uidA, 5)}})
+	b := change.Batch{Resource: scopeB, Checkpoint: 7, Changes: []change.Change{upsert("ns", "k", uidA, 7)}}
+	if err := f.Intend(ctx, "s", b); err != nil {
+		t.Fatal(err)
+	}
+	// Scope a's delete commits; b's records are sent, and the process is killed before
+	// b's Commit.
+	mustCommit(t, f, "s", change.Batch{Resource: scopeA, Checkpoint: 6, Changes: []change.Change{del("ns", "k", uidA, 6)}})
+	k := killed(t, path)
+	if got, ok := keyIndex(t, k, "s", scopeB)["ns/k"]; !ok || got.RV != 0 {
+		t.Errorf("after the other scope's delete and a kill the index holds ns/k = %v (present %v); want it at RV 0, or its tombstone is lost", got, ok)
+	}
+}
