@@ -19,10 +19,18 @@
 // whether an object a relist or a selector watch no longer shows is gone, left every
 // configured scope, or is another scope's (design §1.9, "Scopes own their keys").
 //
-// Retry policy, beside the code that applies it (stream.go runs it, errors.go classifies):
-//   - a watch that closes, silently or with an error, is re-opened from the last RV
-//     (client-go's RetryWatcher, watch.go), with exponential backoff and jitter between
-//     failures, waited on the stream's Clock;
+// Watches are read by the stream itself (watch.go, watchstream.go), not by client-go's
+// RetryWatcher and StreamWatcher: one goroutine from the socket to the caller's emit,
+// the response framed by jsonFramer and each envelope read with gjson, over HTTP/1.1 so
+// that no transport goroutine reads the socket either (client.go). LISTs and discovery
+// use HTTP/2, on a connection of their own.
+//
+// Retry policy, beside the code that applies it (stream.go and watch.go run it, errors.go
+// classifies):
+//   - a watch that closes is re-opened from the last RV: at once when the server ended
+//     it or the connection dropped (re-opens paced to one a second), after exponential
+//     backoff and jitter, waited on the stream's Clock, when it failed (a refused request,
+//     an ERROR event other than 410, bytes that are no watch event);
 //   - 410 Gone / "too old resource version" is never retried: the stream relists
 //     (relist.go), also when a LIST's continue token expires mid-relist;
 //   - before every watch the server is asked for its current RV (travel.go); below the

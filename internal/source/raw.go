@@ -10,12 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// rawObject is an object as the apiserver sent it, with the metadata the stream needs
-// read once. It satisfies what client-go's RetryWatcher asks of watch event objects.
+// rawObject is an object as the apiserver sent it, with its resourceVersion read once:
+// what client-go's watch (the CRD watch, crds.go) delivers through rawSerializer. The
+// resource streams read their watches themselves (watchstream.go), without it.
 type rawObject struct {
-	data     []byte
-	rv       string
-	bookmark bool // a BOOKMARK event, carried in-band as MODIFIED (see bookmarkWatcher)
+	data []byte
+	rv   string
 }
 
 func (o *rawObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -27,8 +27,9 @@ func (o *rawObject) DeepCopyObject() runtime.Object {
 func (o *rawObject) GetResourceVersion() string { return o.rv }
 
 // rawSerializer decodes watch event envelopes and objects without building Go values for
-// the objects: it is the client's only codec. Status objects (errors) decode fully so
-// client-go's error handling sees a *metav1.Status.
+// the objects: it is the clients' only codec. Status objects (errors) decode fully so
+// client-go's error handling sees a *metav1.Status: a LIST or watch request answered
+// with an error becomes a *StatusError (apierrors.IsGone, notServed and classify read it).
 type rawSerializer struct{}
 
 func (rawSerializer) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {

@@ -322,8 +322,8 @@ func TestBackoffsWaitOnTheStreamsClock(t *testing.T) {
 		t.Errorf("listed a observed at %s, want the fake clock's %s", p.Change.ObservedAt, listedAt)
 	}
 
-	// The failed watch is re-opened (after client-go's RetryWatcher's own 1 s pause, on
-	// the real clock) only once its backoff has passed on the stream's clock.
+	// The failed watch is re-opened (after the stream's 1 s pacing of re-opens, on the
+	// real clock) only once its backoff has passed on the stream's clock.
 	e.eventually("the stream to wait after the failed watch", clk.HasWaiters)
 	if n := len(log.watches("configmaps")); n != 1 {
 		t.Fatalf("%d watch requests before the backoff ended, want 1", n)

@@ -5,88 +5,186 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// watch follows the resource from rv with client-go's RetryWatcher, which re-opens the
-// watch from the last delivered RV whenever it closes. It returns the last RV delivered
-// and errGone when the server no longer has the history from there.
+// watch follows the resource from rv, re-opening the watch from the last delivered RV
+// whenever it ends, until ctx ends or the watch fails in a way re-opening cannot heal. It
+// returns the last RV delivered, and errGone when the server no longer has the history
+// from there, an *errBehind when the server is behind it (time travel), a Fault (the
+// resource forbidden or no longer served), or the error of an event it could not turn
+// into a change.
+//
+// Each watch response is read in this goroutine (watchstream.go): one goroutine from
+// the socket to emit. It does what client-go's RetryWatcher and StreamWatcher did for
+// the stream, minus their two goroutines and channels per event:
+//   - a watch the server ends cleanly (its timeoutSeconds, a quiet resource with no
+//     bookmark) or whose connection drops is no failure: it is re-opened at once, so a
+//     quiet resource's re-opens never back off ever longer; re-opens are paced to one per
+//     minRestartDelay all the same, as the RetryWatcher paced them;
+//   - a failed attempt (a refused request, an ERROR event that is not 410, bytes that are
+//     no watch event) is re-opened after exponential backoff with jitter (Backoff.Delay,
+//     on Clock; longer if the server asked for a Retry-After); any delivered event or
+//     bookmark resets the count;
+//   - every re-open is a WatchRestart, and every watch request, re-opens included, is
+//     preceded by the time-travel check (behind);
+//   - 410 Gone, answered to the request or as an ERROR event, returns errGone; a request
+//     answered Forbidden, Unauthorized or not served returns classify's Fault.
 func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Context, change.Event) error) (change.RV, error) {
-	res := s.Target.Resource
-	w := &watcher{s: s}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv.String(), w)
-	if err != nil {
-		return rv, fmt.Errorf("resource %s: %w", res.ID(), err)
+	w := &watcher{s: s, emit: emit, rv: rv}
+	var started time.Time
+	for n := 0; ; n++ {
+		if n > 0 {
+			s.observe(func(o Observer) { o.WatchRestart(s.Target.Resource.ID()) })
+			pace(ctx, minRestartDelay-time.Since(started))
+		}
+		if w.failures > 0 {
+			s.sleep(ctx, max(s.Backoff.Delay(w.failures-1), w.retryAfter))
+		}
+		if ctx.Err() != nil {
+			return w.rv, nil
+		}
+		// A watch from an RV the server has not reached waits silently for it (and then
+		// delivers other changes under RVs the stream already holds): before every watch,
+		// re-opens after a lost connection included (an apiserver restarted on a restored
+		// etcd), ask the server where it is. When that LIST fails, the watch will too,
+		// and says why.
+		var b *errBehind
+		if err := s.behind(ctx, w.rv); errors.As(err, &b) {
+			return w.rv, b
+		}
+		started = time.Now()
+		err := w.follow(ctx)
+		var f *watchFailure
+		switch {
+		case ctx.Err() != nil:
+			return w.rv, nil
+		case err == nil:
+		case errors.As(err, &f):
+			w.failures++
+			w.retryAfter = f.retryAfter
+			s.Log.Warn("watch failed; re-opening it from the last resource version", "resource", s.Target.Resource.ID(),
+				"resourceVersion", w.rv.String(), "failures", w.failures, "error", f.err)
+		default:
+			return w.rv, err
+		}
 	}
-	defer func() {
-		rw.Stop()
-		<-rw.Done()
-	}()
+}
+
+// minRestartDelay spaces the starts of a stream's consecutive watch requests, on the
+// real clock: a server or proxy that ends every watch as soon as it is accepted must not
+// be asked again in a tight loop. A watch the server ends by its timeoutSeconds (at
+// least a second) is re-opened at once.
+const minRestartDelay = time.Second
+
+// pace waits d on the real clock, or until ctx ends.
+func pace(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// watcher is the state of one stream's watches between re-opens.
+type watcher struct {
+	s          *Stream
+	emit       func(context.Context, change.Event) error
+	rv         change.RV     // the last RV delivered: where the next watch starts
+	failures   int           // failed attempts since the last delivered event
+	retryAfter time.Duration // what the last failure's server asked to wait, if anything
+}
+
+// watchFailure is a watch that failed in a way a re-open after a backoff may heal.
+type watchFailure struct {
+	err        error
+	retryAfter time.Duration // the server's Retry-After, if any
+}
+
+func (f *watchFailure) Error() string { return f.err.Error() }
+func (f *watchFailure) Unwrap() error { return f.err }
+
+func failure(err error) error {
+	f := &watchFailure{err: err}
+	if secs, ok := apierrors.SuggestsClientDelay(err); ok {
+		f.retryAfter = time.Duration(secs) * time.Second
+	}
+	return f
+}
+
+// follow opens one watch from w.rv and emits its events until it ends. nil: the server
+// ended it cleanly or the connection went away (re-open at once); a *watchFailure: re-open
+// after a backoff; anything else ends the stream's watching.
+func (w *watcher) follow(ctx context.Context) error {
+	s, res := w.s, w.s.Target.Resource
+	t := s.Target
+	req := s.Clients.watch.Get().AbsPath(collectionPath(res, s.namespace())).
+		Param("watch", "true").
+		Param("resourceVersion", w.rv.String()).
+		Param("allowWatchBookmarks", "true").
+		Param("timeoutSeconds", strconv.FormatInt(s.watchTimeoutSeconds(), 10))
+	if t.LabelSelector != "" {
+		req = req.Param("labelSelector", t.LabelSelector)
+	}
+	if t.FieldSelector != "" {
+		req = req.Param("fieldSelector", t.FieldSelector)
+	}
+	ws, err := openWatch(ctx, req)
+	if err != nil {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return errGone
+		}
+		if err := classify(res, "watch", err); retry.IsTerminal(err) {
+			return err // Forbidden, Unauthorized, not served: a Fault
+		}
+		return failure(fmt.Errorf("resource %s: watch: %w", res.ID(), err))
+	}
+	defer ws.Close()
+	s.accept()
 	for {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return rv, nil
-		case ev, ok = <-rw.ResultChan():
+		ev, err := ws.next()
+		if err != nil {
+			if ctx.Err() != nil || cleanEnd(err) {
+				s.Log.Debug("watch ended; re-opening it from the last resource version", "resource", res.ID(),
+					"resourceVersion", w.rv.String(), "reason", err)
+				return nil
+			}
+			return failure(fmt.Errorf("resource %s: watch: %w", res.ID(), err))
 		}
-		if !ok {
-			// The RetryWatcher gave up (it does after errors it does not know); start a
-			// new one from the last RV after a backoff.
-			s.observe(func(o Observer) { o.WatchRestart(res.ID()) })
-			s.sleep(ctx, s.Backoff.Delay(0))
-			return rv, nil
-		}
-		switch ev.Type {
-		case watch.Error:
-			if f := w.takeFault(); f != nil {
-				return rv, f
-			}
-			if b := w.takeBehind(); b != nil {
-				return rv, b
-			}
-			err := apierrors.FromObject(ev.Object)
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return rv, errGone
-			}
-			return rv, classify(res, "watch", err)
-		case watch.Added, watch.Modified, watch.Deleted:
-			o := ev.Object.(*rawObject)
-			if o.bookmark {
-				next, err := change.ParseRV(o.rv)
-				if err != nil {
-					return rv, fault(res, ReasonInvalidRV, fmt.Errorf("resource %s: bookmark: %w", res.ID(), err))
-				}
-				rv = next
-				w.healthy()
-				if err := emit(ctx, change.Event{Type: change.Progress, RV: rv}); err != nil {
-					return rv, errors.Join(errEmit, err)
-				}
-				continue
-			}
-			c, err := s.toChange(o.data, s.Clock.Now())
+		switch ev.typ {
+		case eventBookmark:
+			next, err := change.ParseRV(gjson.GetBytes(ev.object, "metadata.resourceVersion").Str)
 			if err != nil {
-				return rv, err
+				return fault(res, ReasonInvalidRV, fmt.Errorf("resource %s: bookmark: %w", res.ID(), err))
 			}
-			w.healthy()
-			rv = c.RV
+			w.rv, w.failures = next, 0
+			if err := w.emit(ctx, change.Event{Type: change.Progress, RV: next}); err != nil {
+				return errors.Join(errEmit, err)
+			}
+		case eventAdded, eventModified, eventDeleted:
+			c, err := s.toChange(ev.object, s.Clock.Now())
+			if err != nil {
+				return err
+			}
+			w.rv, w.failures = c.RV, 0
 			if !s.wanted(c.Key.Namespace) {
 				continue
 			}
-			switch ev.Type {
-			case watch.Added:
+			switch ev.typ {
+			case eventAdded:
 				c.Op = change.OpCreate
-			case watch.Modified:
+			case eventModified:
 				c.Op = change.OpUpdate
 			default:
 				c.Op = change.OpDelete
@@ -94,139 +192,21 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 					continue
 				}
 			}
-			if err := emit(ctx, change.Event{Type: change.Changed, Change: c}); err != nil {
-				return rv, errors.Join(errEmit, err)
+			if err := w.emit(ctx, change.Event{Type: change.Changed, Change: c}); err != nil {
+				return errors.Join(errEmit, err)
 			}
-		}
-	}
-}
-
-// watcher opens watches for the RetryWatcher. It turns bookmarks into in-band events (the
-// RetryWatcher swallows bookmarks, and kube-cdc checkpoints them), turns a 410 answered
-// to the watch request itself into a 410 event (the RetryWatcher would retry it forever),
-// and waits with exponential backoff and jitter between consecutive failed attempts. A
-// watch the server ends cleanly (its timeout, a quiet resource with no bookmark) is no
-// failure: it is re-opened at once (client-go's RetryWatcher paces re-opens to one a
-// second), so a quiet resource's re-opens do not back off ever longer.
-//
-// A watch request the server answers "not served" (404, 405: the CRD was deleted) would
-// be retried by the RetryWatcher forever, unseen; the watcher keeps it as a Fault and
-// ends the RetryWatcher with an error event, on which the stream returns the Fault.
-type watcher struct {
-	s        *Stream
-	mu       sync.Mutex
-	opened   bool  // a watch was opened before: each later one is a restart
-	failures int   // failed attempts (refused requests, error events) since the last event
-	fault    error // a Fault the last watch request was answered with, until taken
-	behind   error // an *errBehind found before the last watch request, until taken
-}
-
-// takeBehind returns the *errBehind found before a watch request, if any, and forgets it.
-func (w *watcher) takeBehind() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b := w.behind
-	w.behind = nil
-	return b
-}
-
-// takeFault returns the Fault a watch request was answered with, if any, and forgets it.
-func (w *watcher) takeFault() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	f := w.fault
-	w.fault = nil
-	return f
-}
-
-func (w *watcher) healthy() {
-	w.mu.Lock()
-	w.failures = 0
-	w.mu.Unlock()
-}
-
-func (w *watcher) failed() {
-	w.mu.Lock()
-	w.failures++
-	w.mu.Unlock()
-}
-
-func (w *watcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w.mu.Lock()
-	restart, n := w.opened, w.failures
-	w.opened = true
-	w.mu.Unlock()
-	if restart {
-		w.s.observe(func(o Observer) { o.WatchRestart(w.s.Target.Resource.ID()) })
-	}
-	if n > 0 {
-		w.s.sleep(ctx, w.s.Backoff.Delay(n-1))
-	}
-	// A watch from an RV the server has not reached waits silently for it (and then
-	// delivers other changes under RVs the stream already holds): before every watch,
-	// including the RetryWatcher's re-opens after a lost connection (an apiserver
-	// restarted on a restored etcd), ask the server where it is. When the LIST fails,
-	// the watch will too, and says why.
-	if from, err := change.ParseRV(opts.ResourceVersion); err == nil {
-		var b *errBehind
-		if err := w.s.behind(ctx, from); errors.As(err, &b) {
-			w.mu.Lock()
-			w.behind = b
-			w.mu.Unlock()
-			return errorEvent(b), nil // the RetryWatcher passes a 410 event on and stops
-		}
-	}
-	t := w.s.Target
-	timeout := w.s.watchTimeoutSeconds()
-	req := w.s.Clients.watch.Get().AbsPath(collectionPath(t.Resource, w.s.namespace())).
-		Param("watch", "true").
-		Param("resourceVersion", opts.ResourceVersion).
-		Param("allowWatchBookmarks", "true").
-		Param("timeoutSeconds", strconv.FormatInt(timeout, 10))
-	if t.LabelSelector != "" {
-		req = req.Param("labelSelector", t.LabelSelector)
-	}
-	if t.FieldSelector != "" {
-		req = req.Param("fieldSelector", t.FieldSelector)
-	}
-	wi, err := req.Watch(ctx)
-	if err != nil {
-		switch {
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			return errorEvent(err), nil
-		case notServed(err):
-			w.mu.Lock()
-			w.fault = classify(t.Resource, "watch", err)
-			w.mu.Unlock()
-			// The RetryWatcher passes on (and stops at) only a 410 error event; the stream
-			// takes the Fault before it looks at the event.
-			return errorEvent(err), nil
-		}
-		w.failed()
-		return nil, err
-	}
-	w.s.accept()
-	return watch.Filter(wi, func(ev watch.Event) (watch.Event, bool) {
-		switch ev.Type {
-		case watch.Error:
-			w.failed() // the RetryWatcher re-opens after most error events
-		case watch.Bookmark:
-			if o, ok := ev.Object.(*rawObject); ok {
-				return watch.Event{Type: watch.Modified, Object: &rawObject{rv: o.rv, bookmark: true}}, true
+		case eventError:
+			err := statusError(ev.object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return errGone
 			}
+			// As the RetryWatcher did: any other error event is re-opened after a backoff
+			// (a 500, a 504 "too slow", even a Forbidden: the request was allowed).
+			return failure(fmt.Errorf("resource %s: watch: error event: %w", res.ID(), err))
+		default:
+			return fmt.Errorf("resource %s: watch: an event of unknown type %q", res.ID(), ev.typ)
 		}
-		return ev, true
-	}), nil
-}
-
-// errorEvent is a watch that delivers one 410 error event, with err's message, and
-// ends: what the RetryWatcher passes on to the stream rather than retrying.
-func errorEvent(err error) watch.Interface {
-	st := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
-	ch := make(chan watch.Event, 1)
-	ch <- watch.Event{Type: watch.Error, Object: &st}
-	close(ch)
-	return watch.NewProxyWatcher(ch)
+	}
 }
 
 // watchTimeoutSeconds is WatchTimeout in whole seconds (at least 1), or by default 5–10

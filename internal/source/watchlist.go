@@ -10,7 +10,6 @@ import (
 	"github.com/tidwall/gjson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
@@ -124,14 +123,14 @@ func (s *Stream) streamList(ctx context.Context, emit func(context.Context, chan
 	if s.Target.FieldSelector != "" {
 		req = req.Param("fieldSelector", s.Target.FieldSelector)
 	}
-	wi, err := req.Watch(ctx)
+	ws, err := openWatch(ctx, req)
 	if err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 			return 0, &errNoWatchList{err}
 		}
 		return 0, classify(res, "streaming list", err)
 	}
-	defer wi.Stop()
+	defer ws.Close()
 	s.accept()
 	s.observeStart(ListStream)
 	if err := emit(ctx, change.Event{Type: change.RelistBegin}); err != nil {
@@ -139,36 +138,30 @@ func (s *Stream) streamList(ctx context.Context, emit func(context.Context, chan
 	}
 	p := s.newListProgress()
 	for {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case ev, ok = <-wi.ResultChan():
-		}
-		if !ok {
+		ev, err := ws.next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
 			// The server ended the watch (its timeout, a restart, a watcher too slow for
-			// it) before the snapshot was whole: the relist starts over.
-			return 0, fmt.Errorf("resource %s: streaming list: the server closed the watch after %d objects, before the initial-events-end bookmark", res.ID(), p.listed)
+			// it) or the stream broke before the snapshot was whole: the relist starts over.
+			return 0, fmt.Errorf("resource %s: streaming list: the watch ended after %d objects, before the initial-events-end bookmark: %w", res.ID(), p.listed, err)
 		}
-		switch ev.Type {
-		case watch.Error:
-			err := apierrors.FromObject(ev.Object)
+		switch ev.typ {
+		case eventError:
+			err := statusError(ev.object)
 			if p.listed == 0 && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
 				return 0, &errNoWatchList{err}
 			}
 			return 0, classify(res, "streaming list", err)
-		case watch.Bookmark:
-			o, _ := ev.Object.(*rawObject)
-			if o == nil {
-				return 0, fmt.Errorf("resource %s: streaming list: a bookmark of type %T", res.ID(), ev.Object)
-			}
-			if gjson.GetBytes(o.data, `metadata.annotations.k8s\.io/initial-events-end`).Str != "true" {
+		case eventBookmark:
+			m := gjson.GetManyBytes(ev.object, `metadata.annotations.k8s\.io/initial-events-end`, "metadata.resourceVersion")
+			if m[0].Str != "true" {
 				// With sendInitialEvents the server bookmarks nothing before the end of
 				// the initial events; a plain bookmark is a server that ignored it.
 				return 0, &errNoWatchList{fmt.Errorf("a bookmark without the %s annotation before the initial events ended", metav1.InitialEventsAnnotationKey)}
 			}
-			listRV, err := change.ParseRV(o.rv)
+			listRV, err := change.ParseRV(m[1].Str)
 			if err != nil {
 				return 0, retry.Terminal(fmt.Errorf("resource %s: initial-events-end bookmark: %w", res.ID(), err))
 			}
@@ -180,12 +173,8 @@ func (s *Stream) streamList(ctx context.Context, emit func(context.Context, chan
 			}
 			p.done()
 			return listRV, nil
-		case watch.Added:
-			o, _ := ev.Object.(*rawObject)
-			if o == nil {
-				return 0, fmt.Errorf("resource %s: streaming list: an object of type %T", res.ID(), ev.Object)
-			}
-			c, err := s.toChange(o.data, s.Clock.Now())
+		case eventAdded:
+			c, err := s.toChange(ev.object, s.Clock.Now())
 			if err != nil {
 				return 0, err
 			}
@@ -201,9 +190,9 @@ func (s *Stream) streamList(ctx context.Context, emit func(context.Context, chan
 		default:
 			// Changes before the initial events ended: a plain watch from probeRV.
 			if p.listed == 0 {
-				return 0, &errNoWatchList{fmt.Errorf("a %s event before the initial events ended", ev.Type)}
+				return 0, &errNoWatchList{fmt.Errorf("a %s event before the initial events ended", ev.typ)}
 			}
-			return 0, fmt.Errorf("resource %s: streaming list: a %s event before the initial-events-end bookmark", res.ID(), ev.Type)
+			return 0, fmt.Errorf("resource %s: streaming list: a %s event before the initial-events-end bookmark", res.ID(), ev.typ)
 		}
 	}
 }
