@@ -11,9 +11,13 @@ import (
 // Storage is in fixed-size chunks, so that loading a large index never copies what it
 // holds (a growing slice would, holding old and new at once) and Seal adds only a sorted
 // permutation of 4 bytes per entry.
+// The first chunk of each starts small and grows as a slice does, so that an index of a
+// few objects (most resources of a cluster) does not hold whole chunks.
 const (
 	entriesPerChunk = 1024     // 48 KiB
 	namesPerChunk   = 64 << 10 // bytes; a longer name gets a chunk of its own
+	firstEntries    = 16
+	firstNames      = 512
 )
 
 // Index is a sealed-once, take-once key index. The zero value is empty and ready for Add.
@@ -75,17 +79,23 @@ func (x *Index) Add(k change.Key, e change.Entry) {
 		putIndex(&en.uid, uint32(len(x.rawUIDs)))
 		x.rawUIDs = append(x.rawUIDs, strings.Clone(e.UID))
 	}
-	if x.n%entriesPerChunk == 0 {
+	switch {
+	case len(x.entries) == 0:
+		x.entries = append(x.entries, make([]entry, 0, firstEntries))
+	case len(x.entries[len(x.entries)-1]) == entriesPerChunk:
 		x.entries = append(x.entries, make([]entry, 0, entriesPerChunk))
 	}
 	last := &x.entries[len(x.entries)-1]
-	*last = append(*last, en)
+	*last = append(*last, en) // grows only the first chunk
 	x.n++
 }
 
 // addName copies name into the name chunks and says where it is.
 func (x *Index) addName(name string) (chunk, pos, n uint32) {
-	if len(x.names) == 0 || len(x.names[len(x.names)-1])+len(name) > cap(x.names[len(x.names)-1]) {
+	switch {
+	case len(x.names) == 0:
+		x.names = append(x.names, make([]byte, 0, max(firstNames, len(name))))
+	case len(x.names[len(x.names)-1])+len(name) > namesPerChunk:
 		x.names = append(x.names, make([]byte, 0, max(namesPerChunk, len(name))))
 	}
 	c := len(x.names) - 1

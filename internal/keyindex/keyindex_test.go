@@ -157,7 +157,7 @@ func allocated() uint64 {
 // (namespace, name) → change.Entry that the pipeline held before, on the same keys; and
 // the bytes each allocated while loading (growth copies, beyond the keys' own strings).
 func BenchmarkHeapPerEntry(b *testing.B) {
-	for _, n := range []int{10_000, 150_000} {
+	for _, n := range []int{10, 10_000, 150_000} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			keys, entries := podKeys(n)
 			var mapB, idxB, mapAlloc, idxAlloc float64
@@ -191,5 +191,38 @@ func BenchmarkHeapPerEntry(b *testing.B) {
 			b.ReportMetric(idxAlloc, "index_alloc_B/entry")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+func TestNamesAcrossChunksAndLongerThanAChunkComeBackWhole(t *testing.T) {
+	var x Index
+	want := map[change.Key]change.Entry{}
+	for i := range 2000 {
+		// 200-byte names fill several name chunks; now and then one longer than a chunk.
+		name := fmt.Sprintf("%0200d", i)
+		if i%500 == 7 {
+			name = fmt.Sprintf("%0*d", namesPerChunk+100, i)
+		}
+		k := change.Key{Namespace: fmt.Sprintf("ns-%d", i%3), Name: name}
+		e := change.Entry{UID: "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9", RV: change.RV(i + 1)}
+		x.Add(k, e)
+		want[k] = e
+	}
+	x.Seal()
+	if len(x.names) < 4 {
+		t.Fatalf("the names took %d chunks; the test means to cross chunk boundaries", len(x.names))
+	}
+	taken := 0
+	for k, w := range want {
+		if taken%2 == 0 {
+			if e, ok := x.Take(k); !ok || e != w {
+				t.Fatalf("Take(%.20s…) = %+v, %v; want %+v", k.Name, e, ok, w)
+			}
+			delete(want, k)
+		}
+		taken++
+	}
+	if got := x.Left(); !maps.Equal(got, want) {
+		t.Fatalf("Left has %d entries, want %d; first difference: %s", len(got), len(want), firstDifference(got, want))
 	}
 }
