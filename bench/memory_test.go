@@ -28,7 +28,7 @@ const ProfileEnv = "KUBE_CDC_BENCH_CPUPROFILE"
 
 // HeapProfileEnv names a directory: when set, the relist heap measurements write the heap
 // profile taken at their live peak there (go tool pprof -sample_index=inuse_space), one
-// file per measurement, for `-diff_base` between a full and an empty database.
+// file per measurement, and the cluster benchmark the profile of the streaming heap.
 const HeapProfileEnv = "KUBE_CDC_BENCH_HEAPPROFILE"
 
 // heapSampler samples the Go heap every 50 ms: the live heap after a forced GC every
