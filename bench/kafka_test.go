@@ -207,8 +207,8 @@ func BenchmarkInitialSyncKafka(b *testing.B) {
 	b.ReportMetric(rate(sinkD)/rate(bare1kD), "sink_write_rate_kubecdc/bare_1k")
 	b.ReportMetric(rate(sinkD)/rate(bareD), "sink_write_rate_kubecdc/bare")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("Kafka sink alone: %.0f Write calls took %v in all (%.0f rec/s); bare writer in sequential calls of 1,000: %v (%.0f rec/s); sink/bare-1k = %.2fx (target >= 0.9x: %s), sink/bare-one-call = %.2fx",
-		writeCount, sinkD.Round(time.Millisecond), rate(sinkD), bare1kD.Round(time.Millisecond), rate(bare1kD), rate(sinkD)/rate(bare1kD), verdict(rate(sinkD)/rate(bare1kD) >= 0.9), rate(sinkD)/rate(bareD))
+	b.Logf("Kafka sink alone: %.0f Write calls took %v in all (%.0f rec/s); bare writer in sequential calls of 1,000: %v (%.0f rec/s); sink/bare-1k = %.2fx, sink/bare-one-call = %.2fx (the sink's calls ran beside the LIST's decoding on the same cores, the bare writer alone: the produce-rate target is BenchmarkKafkaSinkWrite's)",
+		writeCount, sinkD.Round(time.Millisecond), rate(sinkD), bare1kD.Round(time.Millisecond), rate(bare1kD), rate(sinkD)/rate(bare1kD), rate(sinkD)/rate(bareD))
 	b.Logf("initial sync of %d ConfigMaps into Kafka (%d records, %.1f MB of values): kube-cdc start→all acknowledged %v (%.0f rec/s), first→last record %v (%.0f rec/s), CPU %.2fs; bare kafka-go Writer %v (%.0f rec/s); first→last record rate kube-cdc/bare = %.2fx (bound by the paged LIST, see the sink alone above), end to end incl. start-up and LIST %.2fx",
 		syncObjs, len(msgs), float64(bytes)/1e6, wall.Round(time.Millisecond), rate(wall), produce.Round(time.Millisecond), rate(produce), cpu,
 		bareD.Round(time.Millisecond), rate(bareD), rate(produce)/rate(bareD), rate(wall)/rate(bareD))
