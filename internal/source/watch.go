@@ -242,6 +242,10 @@ func (s *Stream) leftScope(ctx context.Context, c *change.Change) (keep bool) {
 		}
 	}
 	switch {
+	case ctx.Err() != nil:
+		// Stopping: nothing is written for this DELETED (not a delete the lookup could
+		// not settle); its watch is resumed from the checkpoint, before it, next time.
+		return true
 	case err != nil:
 		s.Log.Warn("watch: cannot tell whether a DELETED object was deleted or left the selector; recording a delete",
 			"resource", s.Target.Resource.ID(), "key", c.Key.String(), "error", err)
