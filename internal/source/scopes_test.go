@@ -1,13 +1,17 @@
 package source_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/source"
@@ -98,5 +102,66 @@ func TestScopesTellGoneOutOfScopeAndAnotherScopesObjectsApart(t *testing.T) {
 	}
 	if own := scopes[1].Owns(targets[1]); own(change.Key{Namespace: other, Name: "x"}) || !own(key("x")) {
 		t.Error("the second target owns an unconfigured namespace's keys, or not its own")
+	}
+}
+
+// A watch under a selector turns a DELETED event into a tombstone only once the scopes
+// have said whether the object was deleted or left the selector. When the stream is
+// stopped (SIGTERM) while that lookup is under way, the event is nothing: not a delete
+// recorded as observed. The next run watches again from the checkpoint, before it.
+func TestADeletedEventWhoseScopeLookupIsCutShortByShutdownEmitsNothing(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	e.configMap("", "leaving", map[string]string{"app": "a"})
+	targets, err := source.Resolve(e.clients.Discovery, []source.Spec{
+		{Name: "configmaps", Namespaces: []string{e.ns}, LabelSelector: "app=a"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scopes' lookup (a LIST narrowed to the name) hangs until its request ends.
+	lookups := make(chan struct{}, 1)
+	cfg := rest.CopyConfig(e.kube.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if strings.HasPrefix(req.URL.Query().Get("fieldSelector"), "metadata.name=") {
+				select {
+				case lookups <- struct{}{}:
+				default:
+				}
+				<-req.Context().Done()
+				return nil, req.Context().Err()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	s := e.stream(targets[0])
+	s.Scopes = source.GroupScopes(e.clientsFor(cfg, &requestLog{}), targets, nil)[0]
+
+	r := &recorder{}
+	r.init()
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go func() {
+		err := s.Run(ctx, 0, r.emit)
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
+		close(r.done)
+	}()
+	r.waitFor(e, "the relist", relistEnded(1))
+	if err := e.kube.Clientset().CoreV1().ConfigMaps(e.ns).Delete(e.ctx, "leaving", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lookups:
+	case <-e.ctx.Done():
+		t.Fatalf("the DELETED event's scope lookup never started; events: %s", describe(r.snapshot()))
+	}
+	cancel()
+	if err := r.wait(e); err != nil {
+		t.Errorf("Run returned %v after its context was cancelled, want nil", err)
+	}
+	if evs := r.snapshot(); has(evs, change.OpDelete, "leaving") {
+		t.Errorf("a DELETED whose lookup the shutdown cut short was emitted as a delete; events: %s", describe(evs))
 	}
 }
