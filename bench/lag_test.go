@@ -388,6 +388,7 @@ func BenchmarkLagPostgres(b *testing.B) {
 		}
 		d.stop(b)
 	}()
+	b.Run("idle", func(b *testing.B) { reportIdle(b, "PostgreSQL", d.cmd.Process.Pid) })
 	for _, ph := range []lagPhase{
 		{name: "100 writes/s", workers: 4, rate: 100, dur: 20 * time.Second, p50: lowRateP50},
 		{name: "200 writes/s", workers: 8, rate: 200, dur: 20 * time.Second, target: 50 * time.Millisecond},
@@ -425,4 +426,20 @@ func worst(b *testing.B, acks []ack, seen *seenSet, start time.Time) {
 		fmt.Fprintf(&sb, " rv %d at +%.2fs lag %.0fms;", x.rv, x.at.Seconds(), ms(x.lag))
 	}
 	b.Logf("slowest writes:%s", sb.String())
+}
+
+// idleWindow is how long reportIdle watches a daemon with nothing to do.
+const idleWindow = 10 * time.Second
+
+// reportIdle reports the CPU the daemon behind pid uses with no change to stream (its
+// timers, renewals, the runtime): paid whatever the rate, it is part of every phase's
+// CPU per change, the larger the lower the rate.
+func reportIdle(b *testing.B, sink string, pid int) {
+	cpu0, start := cpuNow(pid), time.Now()
+	time.Sleep(idleWindow) // the measurement is of this window: nothing to wait for
+	perSec := (cpuNow(pid) - cpu0) / time.Since(start).Seconds()
+	b.ReportMetric(1000*perSec, "idle_cpu_ms/s")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%s: kube-cdc idle, streaming nothing for %v: %.2f ms CPU per second (%.3f s per 1k changes at 200/s)",
+		sink, idleWindow, 1000*perSec, perSec/0.2)
 }

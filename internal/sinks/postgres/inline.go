@@ -42,8 +42,11 @@ type inlineStatements struct {
 	objects, changes, resolve, checkpoint string // the CTEs' bodies, numbered as inlineFixed says
 
 	mu  sync.Mutex
-	sql map[int]string // key: rows, negated when the statement saves no checkpoint
+	sql map[int]inlineStatement // key: rows, negated when the statement saves no checkpoint
 }
+
+// inlineStatement is one single statement and the name it is prepared under.
+type inlineStatement struct{ name, sql string }
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
@@ -66,21 +69,21 @@ func newInlineStatements(schema string, st statements) *inlineStatements {
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
-		sql:        map[int]string{},
+		sql:        map[int]inlineStatement{},
 	}
 }
 
 // statement returns the single statement for rows staged changes, saving the checkpoint
 // or not.
-func (in *inlineStatements) statement(rows int, checkpoint bool) string {
+func (in *inlineStatements) statement(rows int, checkpoint bool) inlineStatement {
 	key := rows
 	if !checkpoint {
 		key = -rows
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if sql, ok := in.sql[key]; ok {
-		return sql
+	if st, ok := in.sql[key]; ok {
+		return st
 	}
 	var sb strings.Builder
 	sb.WriteString("WITH stage (")
@@ -93,8 +96,12 @@ func (in *inlineStatements) statement(rows int, checkpoint bool) string {
 		fmt.Fprintf(&sb, ",\nw_checkpoint AS (%s)", in.checkpoint)
 	}
 	sb.WriteString("\nSELECT 1")
-	in.sql[key] = sb.String()
-	return in.sql[key]
+	st := inlineStatement{name: fmt.Sprintf("kube_cdc_inline_%d", rows), sql: sb.String()}
+	if !checkpoint {
+		st.name += "_nocheckpoint"
+	}
+	in.sql[key] = st
+	return st
 }
 
 // stageTypes are the SQL types of stageColumns, in order.
@@ -121,7 +128,8 @@ func (s *Sink) writeInline(ctx context.Context, w *batchWrite) error {
 		v, _ := rows.Values()
 		args = append(args, v...)
 	}
-	if _, err := s.pool.Exec(ctx, s.inline.statement(len(w.staged), checkpoint), args...); err != nil {
+	st := s.inline.statement(len(w.staged), checkpoint)
+	if err := s.execStatement(ctx, st.name, st.sql, args); err != nil {
 		return err
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {

@@ -395,14 +395,16 @@ func TestKeyIndexReturnsExactlyTheLiveKeys(t *testing.T) {
 	}
 }
 
-// blockWrites holds an exclusive lock on objects until the connection dies, and returns
-// once a Write started after it waits for that lock.
-func blockWrites(t *testing.T, dsn string) (waitBlocked func()) {
+// blockWrites holds an exclusive lock on objects until the connection dies (or unblock
+// is called), and returns waitBlocked, which returns once a Write started after it waits
+// for that lock.
+func blockWrites(t *testing.T, dsn string) (waitBlocked, unblock func()) {
 	t.Helper()
 	blocker := connect(t, dsn)
 	if _, err := blocker.Exec(testCtx(t), "BEGIN; LOCK TABLE kube_cdc.objects IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
+	unblock = func() { blocker.Close(testCtx(t)) } // also when it was terminated
 	return func() {
 		watcher := connect(t, dsn)
 		defer watcher.Close(context.Background())
@@ -415,7 +417,7 @@ func blockWrites(t *testing.T, dsn string) (waitBlocked func()) {
 			}
 			return waiting > 0
 		})
-	}
+	}, unblock
 }
 
 // eventually polls cond until it holds, failing the test when it does not within timeout.
@@ -470,7 +472,7 @@ func TestAWriteCutOffByTerminatedBackendsIsRetryableAndLosesNothing(t *testing.T
 	b := bigBatch(500, 2000)
 	b.Changes = append(b.Changes, cm("before", "uid-0", 6, change.OpUpdate))
 
-	waitBlocked := blockWrites(t, dsn)
+	waitBlocked, _ := blockWrites(t, dsn)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Write(context.Background(), b) }()
 	waitBlocked()
@@ -513,7 +515,7 @@ func TestAWriteAcrossAServerRestartIsRetryableAndLosesNothing(t *testing.T) {
 	s, _ := newSink(t, Options{DSN: dsn, Migrate: true})
 	b := bigBatch(300, 1500)
 
-	waitBlocked := blockWrites(t, dsn)
+	waitBlocked, _ := blockWrites(t, dsn)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Write(context.Background(), b) }()
 	waitBlocked()

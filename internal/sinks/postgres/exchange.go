@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// exchangeMaxBytes bounds the parameters of a statement sent by execStatement: a message
+// this small goes into the socket's send buffer at once, so its write cannot wait on a
+// server that is itself waiting for the client to read. Larger statements go through
+// pgx's Exec, whose writes guard against that deadlock.
+const exchangeMaxBytes = 64 << 10
+
+// execStatement runs sql (a statement that returns nothing the caller needs), prepared
+// once per connection under name, as one Bind, Execute and Sync in one write, and reads
+// its results to the ReadyForQuery.
+//
+// Why not pool.Exec: a steady watch writes a change or two per statement, so what pgx
+// does around each round trip is paid per change, and the costliest part is not the
+// encoding but its timers. pgconn arms a 15 ms timer around every write (to start a
+// background reader should the write block: flushWithPotentialWriteReadDeadlock) and
+// registers the context for every query; on a mostly idle process, arming the timer
+// wakes a sleeping thread to watch it, which then wakes again when it would have fired.
+// That was 14% of the client's CPU per write (BenchmarkWriteOfOneChange). Here the
+// parameters are encoded by pgx (ExtendedQueryBuilder, the same codecs) and the
+// protocol is pgconn's own (Frontend, ReceiveMessage, the same message handling), but
+// the write has no timer (the statement is small: exchangeMaxBytes) and the context is
+// watched once, by a deadline that interrupts a blocked read.
+//
+// Errors are what pool.Exec returns: a *pgconn.PgError for an ErrorResponse (the
+// connection stays usable), a connection error otherwise (the connection is closed, and
+// the pool drops it). A statement too large for the exchange, or a connection pgx is not
+// done with, goes through pool.Exec instead.
+func (s *Sink) execStatement(ctx context.Context, name, sql string, args []any) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	conn := c.Conn()
+	sd, err := conn.Prepare(ctx, name, sql)
+	if err != nil {
+		return err
+	}
+	var q pgx.ExtendedQueryBuilder
+	if err := q.Build(conn.TypeMap(), sd, args); err != nil {
+		return err
+	}
+	size := 0
+	for _, v := range q.ParamValues {
+		size += len(v)
+	}
+	pc := conn.PgConn()
+	if size > exchangeMaxBytes || pc.IsBusy() {
+		_, err := conn.Exec(ctx, sql, args...)
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f := pc.Frontend()
+	f.SendBind(&pgproto3.Bind{PreparedStatement: sd.Name, ParameterFormatCodes: q.ParamFormats, Parameters: q.ParamValues,
+		ResultFormatCodes: q.ResultFormats})
+	f.SendExecute(&pgproto3.Execute{})
+	f.SendSync(&pgproto3.Sync{})
+
+	// A cancelled context interrupts whatever read or write is under way; the
+	// connection is then in an unknown state and is closed below.
+	stop := context.AfterFunc(ctx, func() { _ = pc.Conn().SetDeadline(time.Unix(1, 0)) })
+	var pgErr *pgconn.PgError
+	connErr := f.Flush()
+	if connErr == nil {
+		pgErr, connErr = readResults(pc)
+	}
+	interrupted := !stop()
+	if interrupted || connErr != nil {
+		// Nothing more can be read from the connection in order: closing it makes the
+		// pool drop it on Release.
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = pc.Close(closeCtx)
+	}
+	switch {
+	case connErr != nil && interrupted:
+		return fmt.Errorf("%w: %w", context.Cause(ctx), connErr)
+	case connErr != nil:
+		return connErr
+	case pgErr != nil:
+		return pgErr
+	}
+	return nil // the ReadyForQuery came: done, even if the context ended just after
+}
+
+// readResults reads a statement's results up to the ReadyForQuery that ends them. It
+// returns the server's error, if it sent one (the first: the server then skips to the
+// Sync), and the error that ended the reading before the ReadyForQuery, if any.
+func readResults(pc *pgconn.PgConn) (*pgconn.PgError, error) {
+	var pgErr *pgconn.PgError
+	for {
+		// context.Background: execStatement watches the context itself, once.
+		msg, err := pc.ReceiveMessage(context.Background())
+		if err != nil {
+			return pgErr, err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			if pgErr == nil {
+				pgErr = pgconn.ErrorResponseToPgError(m)
+			}
+		case *pgproto3.ReadyForQuery:
+			return pgErr, nil
+		}
+	}
+}
