@@ -3,15 +3,24 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
+	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	metadataapi "github.com/segmentio/kafka-go/protocol/metadata"
+	produceapi "github.com/segmentio/kafka-go/protocol/produce"
 )
 
 // send produces one chunk (chunkLen: at most one request's worth per partition) to a
-// topic of the given number of partitions: one Produce request per partition, sent at
-// once, in parallel when there are several, each acknowledged by every in-sync replica.
+// topic of the given number of partitions: one Produce request per partition leader,
+// carrying each of its partitions' records as one record batch, sent at once, in
+// parallel when several brokers lead them, each acknowledged by every in-sync replica.
 //
 // It replaces kafka-go's Writer wherever the partition count is known, because the Writer
 // is built for many callers filling shared batches: every WriteMessages whose records do
@@ -20,12 +29,14 @@ import (
 // each partition batch costs a goroutine, a timer and BatchSize message slots. The
 // pipeline already hands over whole batches, one at a time, so nothing is gained by
 // waiting: 20 batches of 1,000 went out 10–20% faster through send than through the
-// Writer (BenchmarkKafkaSinkWrite, docs/benchmarks.md "Kafka per-batch cost").
+// Writer (BenchmarkKafkaSinkWrite, docs/benchmarks.md "Kafka per-batch cost"). The
+// requests go over the sink's own connections (leaderConns), in this goroutine.
 //
 // Records go to the partition kafka-go's hash balancer picks (the Writer's, so a key
 // keeps its partition), in their order. Errors have the Writer's shapes, so produceChunk
 // reads them alike: a MessageTooLargeError for a record over the sink's batch bytes
-// (nothing sent), else a WriteErrors lined up with msgs when any partition failed.
+// (nothing sent), else a WriteErrors lined up with msgs when any partition failed (the
+// broker answers for each partition of a request: they fail apart).
 func (s *Sink) send(ctx context.Context, topic string, partitions int, msgs []kafka.Message) error {
 	for i := range msgs {
 		if messageSize(&msgs[i]) > s.batchBytes {
@@ -33,32 +44,48 @@ func (s *Sink) send(ctx context.Context, topic string, partitions int, msgs []ka
 		}
 	}
 	part := s.partitionsOf(msgs, partitions)
-	var byPart [][]int // indexes of msgs per partition used, in order
-	var used []int
+	var byPart []partitionRecords // in the order of their first record
 	for i, p := range part {
-		j := -1
-		for k, q := range used {
-			if q == p {
-				j = k
-				break
-			}
-		}
+		j := slices.IndexFunc(byPart, func(r partitionRecords) bool { return r.partition == p })
 		if j < 0 {
-			used = append(used, p)
-			byPart = append(byPart, nil)
-			j = len(used) - 1
+			byPart = append(byPart, partitionRecords{partition: p})
+			j = len(byPart) - 1
 		}
-		byPart[j] = append(byPart[j], i)
+		byPart[j].idx = append(byPart[j].idx, i)
 	}
-	errs := make([]error, len(used))
-	if len(used) == 1 {
-		errs[0] = s.produceTo(ctx, topic, used[0], msgs, byPart[0])
-	} else {
-		var wg sync.WaitGroup
-		for j := range used {
-			wg.Go(func() { errs[j] = s.produceTo(ctx, topic, used[j], msgs, byPart[j]) })
+	errs := make([]error, len(byPart))
+	leaders, err := s.leaders(ctx, topic)
+	if err != nil {
+		for j := range errs {
+			errs[j] = err
 		}
-		wg.Wait()
+	} else {
+		// The partitions of each leader, in byPart's order.
+		var brokers []string
+		var of [][]int // indexes into byPart, per broker
+		for j := range byPart {
+			addr, ok := leaders[byPart[j].partition]
+			if !ok {
+				errs[j] = fmt.Errorf("partition %d of %s: %w", byPart[j].partition, topic, kafka.LeaderNotAvailable)
+				continue
+			}
+			k := slices.Index(brokers, addr)
+			if k < 0 {
+				brokers = append(brokers, addr)
+				of = append(of, nil)
+				k = len(brokers) - 1
+			}
+			of[k] = append(of[k], j)
+		}
+		if len(brokers) == 1 {
+			s.produceTo(ctx, brokers[0], topic, msgs, byPart, of[0], errs)
+		} else {
+			var wg sync.WaitGroup
+			for k := range brokers {
+				wg.Go(func() { s.produceTo(ctx, brokers[k], topic, msgs, byPart, of[k], errs) })
+			}
+			wg.Wait()
+		}
 	}
 	var werr kafka.WriteErrors
 	for j, err := range errs {
@@ -68,7 +95,7 @@ func (s *Sink) send(ctx context.Context, topic string, partitions int, msgs []ka
 		if werr == nil {
 			werr = make(kafka.WriteErrors, len(msgs))
 		}
-		for _, i := range byPart[j] {
+		for _, i := range byPart[j].idx {
 			werr[i] = err
 		}
 	}
@@ -76,6 +103,82 @@ func (s *Sink) send(ctx context.Context, topic string, partitions int, msgs []ka
 		return werr
 	}
 	return nil
+}
+
+// partitionRecords are the indexes of a chunk's records for one partition, in order.
+type partitionRecords struct {
+	partition int
+	idx       []int
+}
+
+// leaders returns the address of the broker leading each partition of topic, from the
+// Transport's metadata cache (no request: the Transport refreshes it on its own), as
+// kafka-go's Client.Produce routes a request.
+func (s *Sink) leaders(ctx context.Context, topic string) (map[int]string, error) {
+	r, err := s.transport.RoundTrip(ctx, s.client.Addr, &metadataapi.Request{TopicNames: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("partition leaders of %s: %w", topic, err)
+	}
+	meta := r.(*metadataapi.Response)
+	if len(meta.Topics) != 1 {
+		return nil, fmt.Errorf("partition leaders of %s: %w", topic, kafka.UnknownTopicOrPartition)
+	}
+	if err := brokerError(meta.Topics[0].ErrorCode, ""); err != nil {
+		return nil, fmt.Errorf("partition leaders of %s: %w", topic, err)
+	}
+	out := make(map[int]string, len(meta.Topics[0].Partitions))
+	for _, p := range meta.Topics[0].Partitions {
+		for _, b := range meta.Brokers {
+			if b.NodeID == p.LeaderID {
+				out[int(p.PartitionIndex)] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// produceTo sends the records of byPart[of...] to their leader at addr in one request
+// and sets errs[j] to the broker's answer for byPart[j]'s records.
+func (s *Sink) produceTo(ctx context.Context, addr, topic string, msgs []kafka.Message, byPart []partitionRecords, of []int, errs []error) {
+	req := &produceapi.Request{
+		Acks:    int16(kafka.RequireAll),
+		Timeout: int32(s.opts.WriteTimeout / 2 / time.Millisecond), // Client.Produce's: half for the broker, half for the way
+		Topics:  []produceapi.RequestTopic{{Topic: topic, Partitions: make([]produceapi.RequestPartition, len(of))}},
+	}
+	for k, j := range of {
+		req.Topics[0].Partitions[k] = produceapi.RequestPartition{
+			Partition: int32(byPart[j].partition),
+			RecordSet: protocol.RecordSet{
+				Attributes: protocol.Attributes(s.compression) & 0x7,
+				Records:    &messageRecords{msgs: msgs, idx: byPart[j].idx},
+			},
+		}
+	}
+	fail := func(err error) {
+		for _, j := range of {
+			errs[j] = err
+		}
+	}
+	r, err := s.conns.roundTrip(ctx, addr, req)
+	if err != nil {
+		fail(fmt.Errorf("produce to broker %s: %w", addr, err))
+		return
+	}
+	res := r.(*produceapi.Response)
+	if len(res.Topics) != 1 {
+		fail(fmt.Errorf("produce to broker %s: %w", addr, protocol.ErrNoTopic))
+		return
+	}
+	for _, j := range of {
+		errs[j] = fmt.Errorf("produce to broker %s: %w", addr, protocol.ErrNoPartition)
+		for _, p := range res.Topics[0].Partitions {
+			if int(p.Partition) == byPart[j].partition {
+				errs[j] = brokerError(p.ErrorCode, p.ErrorMessage)
+				break
+			}
+		}
+	}
 }
 
 // partitionsOf returns the partition of each of msgs, as the Writer's kafka.Hash balancer
@@ -101,19 +204,6 @@ func (s *Sink) partitionIDs(n int) []int {
 		}
 	}
 	return s.ids
-}
-
-// produceTo sends msgs[idx...] to one partition in one request and returns the broker's
-// answer for all of them.
-func (s *Sink) produceTo(ctx context.Context, topic string, partition int, msgs []kafka.Message, idx []int) error {
-	res, err := s.client.Produce(ctx, &kafka.ProduceRequest{
-		Topic: topic, Partition: partition, RequiredAcks: kafka.RequireAll, Compression: s.compression,
-		Records: &messageRecords{msgs: msgs, idx: idx},
-	})
-	if err != nil {
-		return err
-	}
-	return res.Error
 }
 
 // messageSize is kafka-go's Writer measure of a record against its BatchBytes (key,

@@ -73,6 +73,7 @@ type Sink struct {
 	log           *slog.Logger
 	transport     *kafka.Transport
 	client        *kafka.Client
+	conns         *leaderConns // send's
 	compression   kafka.Compression
 	// writer produces what send does not: records of a topic whose partition count is
 	// unknown, dead letters and resolved records.
@@ -123,6 +124,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		log:         log.With("sink", name),
 		transport:   tr,
 		client:      &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
+		conns:       newLeaderConns(tr, opts.WriteTimeout),
 		topics:      map[string]topicInfo{},
 		compression: comp,
 	}
@@ -155,6 +157,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 	meta, err := s.client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		tr.CloseIdleConnections()
+		s.conns.close()
 		err = fmt.Errorf("kafka sink %s: brokers %s: %w", name, strings.Join(opts.Brokers, ","), err)
 		if isTerminal(err) {
 			return nil, retry.Terminal(err)
@@ -545,6 +548,7 @@ func (s *Sink) Close() error {
 		s.stopResolved()
 	}
 	err := s.writer.Close()
+	s.conns.close()
 	s.transport.CloseIdleConnections()
 	return errors.Join(flushErr, err, s.store.Close())
 }
