@@ -92,7 +92,7 @@ func (l *leaderConns) roundTrip(ctx context.Context, addr string, req protocol.M
 		deadline = d
 	}
 	if !deadline.Equal(c.deadline) {
-		if err := error(nil); err != nil {
+		if err := c.pc.SetDeadline(deadline); err != nil {
 			c.pc.Close()
 			return nil, err
 		}
@@ -186,7 +186,9 @@ func (l *leaderConns) connect(ctx context.Context, addr string) (*leaderConn, er
 }
 
 func (l *leaderConns) handshake(ctx context.Context, pc *protocol.Conn, addr string, deadline time.Time) error {
-	_ = deadline
+	if err := pc.SetDeadline(deadline); err != nil {
+		return err
+	}
 	r, err := pc.RoundTrip(new(apiversions.Request))
 	if err != nil {
 		return err
