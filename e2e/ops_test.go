@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -791,8 +792,8 @@ func (w *opsWriter) stop(t *testing.T) []ackedWrite {
 }
 
 // opsLeaderConfig is the config of one of two replicas sharing a Lease and a database.
-func opsLeaderConfig(t *testing.T, dsn, ns, identity string) string {
-	return writeConfig(t, opsConfigYAML(dsn, ns, "", fmt.Sprintf(`leaderElection:
+func opsLeaderConfig(t *testing.T, dsn, ns, identity, metricsAddr string) string {
+	return writeConfig(t, opsConfigYAML(dsn, ns, metricsAddr, fmt.Sprintf(`leaderElection:
   enabled: true
   namespace: %s
   name: kube-cdc-e2e
@@ -844,7 +845,13 @@ func opsWaitLog(t *testing.T, d *daemon, s string, timeout time.Duration) time.T
 
 // opsLeaderPair starts replica a, waits until it leads and has synced, then starts
 // replica b and waits until it campaigns.
-func opsLeaderPair(t *testing.T, dsn, ns string) (a, b *daemon) {
+// opsReplica is one of a leader pair: its process, config file and metrics address.
+type opsReplica struct {
+	*daemon
+	config, addr string
+}
+
+func opsLeaderPair(t *testing.T, dsn, ns string) (a, b opsReplica) {
 	t.Helper()
 	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
 	for i := range 10 {
@@ -852,12 +859,52 @@ func opsLeaderPair(t *testing.T, dsn, ns string) (a, b *daemon) {
 			t.Fatal(err)
 		}
 	}
-	a = start(t, "run", "-c", opsLeaderConfig(t, dsn, ns, "replica-a"))
-	opsWaitLog(t, a, "became the leader", 30*time.Second)
+	replica := func(identity string) opsReplica {
+		r := opsReplica{addr: opsFreeAddr(t)}
+		r.config = opsLeaderConfig(t, dsn, ns, identity, r.addr)
+		r.daemon = start(t, "run", "-c", r.config)
+		return r
+	}
+	a = replica("replica-a")
+	opsWaitLog(t, a.daemon, "became the leader", 30*time.Second)
 	waitSynced(t, dsn)
-	b = start(t, "run", "-c", opsLeaderConfig(t, dsn, ns, "replica-b"))
-	opsWaitLog(t, b, "campaigning for the lease", 30*time.Second)
+	b = replica("replica-b")
+	opsWaitLog(t, b.daemon, "campaigning for the lease", 30*time.Second)
 	return a, b
+}
+
+// opsStreaming checks what r's /resources and kube_cdc_streaming say of whether it
+// streams, and that `kube-cdc status` with r's config does not report a standby's empty
+// list as "none degraded".
+func opsStreaming(t *testing.T, r opsReplica, want bool) {
+	t.Helper()
+	code, body, err := opsGet("http://" + r.addr + "/resources")
+	var answer struct {
+		Streaming *bool           `json:"streaming"`
+		Degraded  json.RawMessage `json:"degraded"`
+	}
+	if err != nil || code != 200 || json.Unmarshal([]byte(body), &answer) != nil || answer.Streaming == nil {
+		t.Fatalf("GET /resources of %s: %d %v: %s", r.addr, code, err, body)
+	}
+	if *answer.Streaming != want {
+		t.Errorf("/resources of %s says streaming %v, want %v: %s", r.addr, *answer.Streaming, want, body)
+	}
+	gauge := "kube_cdc_streaming 0"
+	if want {
+		gauge = "kube_cdc_streaming 1"
+	}
+	if _, metrics, err := opsGet("http://" + r.addr + "/metrics"); err != nil || !strings.Contains(metrics, gauge+"\n") {
+		t.Errorf("/metrics of %s: no %q (%v)", r.addr, gauge, err)
+	}
+	code, out := runCLI(t, "status", "-c", r.config)
+	switch {
+	case code != 0:
+		t.Errorf("status with %s's config: exit %d:\n%s", r.addr, code, out)
+	case want && !strings.Contains(out, "resources: none degraded"):
+		t.Errorf("status of the leader does not say none degraded:\n%s", out)
+	case !want && (strings.Contains(out, "none degraded") || !strings.Contains(out, "does not stream now")):
+		t.Errorf("status of the standby does not say it streams nothing:\n%s", out)
+	}
 }
 
 // opsStandbyIsIdle checks that b, not leading, has neither listed nor written.
@@ -920,7 +967,9 @@ func TestOpsWhenTheLeaderIsKilledTheStandbyTakesOverWithinTheLeaseAndLosesAndDup
 	if h := opsHolder(t, ns); h != "replica-a" {
 		t.Errorf("lease holder %q, want replica-a", h)
 	}
-	opsStandbyIsIdle(t, b)
+	opsStandbyIsIdle(t, b.daemon)
+	opsStreaming(t, a, true)
+	opsStreaming(t, b, false)
 
 	killed := time.Now()
 	if err := a.cmd.Process.Kill(); err != nil {
@@ -928,7 +977,7 @@ func TestOpsWhenTheLeaderIsKilledTheStandbyTakesOverWithinTheLeaseAndLosesAndDup
 	}
 	<-a.done
 	atKill := w.count()
-	took := opsWaitLog(t, b, "became the leader", opsLeaseDuration+8*time.Second).Sub(killed)
+	took := opsWaitLog(t, b.daemon, "became the leader", opsLeaseDuration+8*time.Second).Sub(killed)
 	t.Logf("the standby led %v after the leader's SIGKILL (lease %v)", took.Round(time.Millisecond), opsLeaseDuration)
 	if took > opsTakeoverBound {
 		t.Errorf("the standby took over %v after the kill, want within the lease duration (%v) and a few seconds", took, opsLeaseDuration)
@@ -946,11 +995,12 @@ func TestOpsWhenTheLeaderIsKilledTheStandbyTakesOverWithinTheLeaseAndLosesAndDup
 	})
 	writes := w.stop(t)
 	t.Logf("%d writes before the kill, %d while no one led, %d under the new leader", atKill, atLead-atKill, len(writes)-atLead)
-	opsNoLossNoDuplicates(t, dsn, ns, writes, a, b)
-	if sampler.check(t, writes, a, b) == 0 {
+	opsNoLossNoDuplicates(t, dsn, ns, writes, a.daemon, b.daemon)
+	if sampler.check(t, writes, a.daemon, b.daemon) == 0 {
 		t.Errorf("no sample checked a write: the checkpoint-vs-rows property was not tested")
 	}
-	opsAfterTakeover(t, b)
+	opsAfterTakeover(t, b.daemon)
+	opsStreaming(t, b, true)
 	if code := b.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("the new leader's exit code %d after SIGTERM, want 0", code)
 	}
@@ -964,7 +1014,8 @@ func TestOpsALeaderFrozenPastItsLeaseIsReplacedAndOnWakingExitsWithoutDuplicatin
 	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "z")
 	dsn := pg.NewDatabase(t)
-	a, b := opsLeaderPair(t, dsn, ns)
+	pa, pb := opsLeaderPair(t, dsn, ns)
+	a, b := pa.daemon, pb.daemon
 	sampler := startSampler(t, dsn, ns)
 	w := opsStartWriter(ns, 40*time.Millisecond)
 	conn := connect(t, dsn)
@@ -1038,6 +1089,7 @@ func TestOpsALeaderFrozenPastItsLeaseIsReplacedAndOnWakingExitsWithoutDuplicatin
 		t.Errorf("no sample checked a write: the checkpoint-vs-rows property was not tested")
 	}
 	opsAfterTakeover(t, b)
+	opsStreaming(t, pb, true)
 	if h := opsHolder(t, ns); h != "replica-b" {
 		t.Errorf("lease holder %q, want replica-b", h)
 	}

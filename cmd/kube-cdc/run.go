@@ -136,7 +136,11 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		}
 		p := pipeline.New(popts, sinks, pipelineTargets(cfg, src, resolution, targets, log, m))
 		running.Store(p)
-		defer running.Store(nil)
+		m.Streaming(true)
+		defer func() {
+			running.Store(nil)
+			m.Streaming(false) // the lease lost: a standby again until the process restarts
+		}()
 		if cs, err := kubernetes.NewForConfig(src.rest); err == nil {
 			sctx, stopSignals := context.WithCancel(gctx)
 			defer stopSignals()

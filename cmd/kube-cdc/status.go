@@ -260,7 +260,10 @@ func daemonState(ctx context.Context, cfg *config.Config, scopes map[string]scop
 	d.URL = "http://" + net.JoinHostPort(host, port) + "/resources"
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var answer metrics.ResourcesAnswer
+	var answer struct {
+		metrics.ResourcesAnswer
+		Streaming *bool `json:"streaming"` // absent from daemons before it: they streamed when they answered
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.URL, nil)
 	if err == nil {
 		var resp *http.Response
@@ -278,6 +281,7 @@ func daemonState(ctx context.Context, cfg *config.Config, scopes map[string]scop
 		return d
 	}
 	d.Reachable = true
+	d.Streaming = answer.Streaming == nil || *answer.Streaming
 	for _, g := range answer.Degraded {
 		d.Degraded = append(d.Degraded, degradedResource{Resource: g.Resource, Scope: scopeOf(scopes, g.Scope), ScopeID: g.Scope,
 			Reason: g.Reason, Error: g.Error, Since: g.Since})

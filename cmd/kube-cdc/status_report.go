@@ -113,6 +113,9 @@ type daemonStatus struct {
 	URL       string `json:"url,omitempty"`
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"` // why the resources' state is unknown
+	// Streaming is false when the daemon that answered does not stream now (a standby
+	// waiting for the lease, or still starting): Degraded then says nothing.
+	Streaming bool `json:"streaming"`
 	// Degraded are the resources (and scopes) the daemon does not stream now; never null.
 	Degraded []degradedResource `json:"degraded"`
 }
@@ -308,6 +311,9 @@ func (w writerStatus) describe(holds bool) string {
 func daemonLines(d daemonStatus, now time.Time) []string {
 	if !d.Reachable {
 		return []string{"resources: state unknown: " + d.Error}
+	}
+	if !d.Streaming {
+		return []string{"resources: state unknown: kube-cdc at " + d.URL + " does not stream now (a standby waiting for the lease, or still starting); ask the leader's metrics endpoint"}
 	}
 	if len(d.Degraded) == 0 {
 		return []string{"resources: none degraded (kube-cdc at " + d.URL + ")"}

@@ -88,7 +88,7 @@ func sampleReport() *statusReport {
 		}, {
 			Name: "out", Type: "stdout", CheckpointStore: "none", Resources: []resourceStatus{},
 		}},
-		Daemon: daemonStatus{URL: "http://localhost:9464/resources", Reachable: true, Degraded: []degradedResource{{
+		Daemon: daemonStatus{URL: "http://localhost:9464/resources", Reachable: true, Streaming: true, Degraded: []degradedResource{{
 			Resource: "widgets.example.com", Scope: &scopeContent{Namespaces: []string{}}, Reason: "not served", Error: "not\n served", Since: found,
 		}}},
 	}
@@ -125,7 +125,7 @@ func TestStatusAsJSONAndAsYAMLIsTheSameDocumentWithItsDocumentedFieldNames(t *te
 	for _, want := range []string{`"cluster": "prod"`, `"checkpointStore": "postgres"`, `"resourceVersion": "4711"`, `"updatedAt": "2025-03-01T12:00:00Z"`,
 		`"scopeId": "a1b2c3d4e5f6"`, `"labelSelector": "app=web"`, `"namespaces": [`, `"epoch": 1`, `"timeTravel": {`, `"reason": "rv-regressed"`,
 		`"live": 2`, `"deleted": 1`, `"quarantined": 1`, `"writerLock": {`, `"holder": {`, `"backendPid": 99`, `"waiters": [`,
-		`"daemon": {`, `"reachable": true`, `"degraded": [`} {
+		`"daemon": {`, `"reachable": true`, `"streaming": true`, `"degraded": [`} {
 		if !strings.Contains(js.String(), want) {
 			t.Errorf("json lacks %s:\n%s", want, js.String())
 		}
@@ -153,6 +153,22 @@ func TestStatusTableShowsScopesByContentAndNamesWhatARowCannotHold(t *testing.T)
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("no line matching %s in:\n%s", want, text)
 		}
+	}
+}
+
+// A standby's endpoint lists no degraded resource because it streams nothing: status
+// says so rather than "none degraded".
+func TestStatusOfAStandbySaysItStreamsNothingRatherThanNoneDegraded(t *testing.T) {
+	r := sampleReport()
+	r.Daemon.Streaming, r.Daemon.Degraded = false, []degradedResource{}
+	var out bytes.Buffer
+	if err := writeStatus(&out, r, "table", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if strings.Contains(text, "none degraded") || !strings.Contains(text,
+		"resources: state unknown: kube-cdc at http://localhost:9464/resources does not stream now (a standby waiting for the lease, or still starting)") {
+		t.Errorf("status of a standby:\n%s", text)
 	}
 }
 

@@ -72,3 +72,26 @@ func TestANilMetricsServesNoDegradedResources(t *testing.T) {
 		t.Errorf("/resources of a nil Metrics: %+v", a.Degraded)
 	}
 }
+
+// A standby (or a process still starting) runs no pipeline, so its empty list of degraded
+// resources means nothing: /resources and kube_cdc_streaming say so.
+func TestResourcesSaysWhetherTheProcessStreams(t *testing.T) {
+	m := New()
+	if a := resources(t, m); a.Streaming {
+		t.Errorf("/resources of a process that never streamed: %+v", a)
+	}
+	if text := scrape(t, m.Handler()); !strings.Contains(text, "kube_cdc_streaming 0\n") {
+		t.Errorf("kube_cdc_streaming is not 0 before the pipeline runs:\n%s", text)
+	}
+	m.Streaming(true)
+	if a := resources(t, m); !a.Streaming {
+		t.Errorf("/resources while streaming: %+v", a)
+	}
+	if text := scrape(t, m.Handler()); !strings.Contains(text, "kube_cdc_streaming 1\n") {
+		t.Errorf("kube_cdc_streaming is not 1 while streaming:\n%s", text)
+	}
+	m.Streaming(false) // the lease lost
+	if a := resources(t, m); a.Streaming {
+		t.Errorf("/resources after the pipeline stopped: %+v", a)
+	}
+}

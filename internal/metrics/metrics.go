@@ -47,9 +47,11 @@ type Metrics struct {
 	degradedCount prometheus.Gauge
 	relistCauses  *prometheus.CounterVec
 	relistListed  *prometheus.GaugeVec
+	streamingG    prometheus.Gauge
 
 	mu         sync.Mutex
 	degradedBy map[[2]string]Degradation // by resource and scope
+	streaming  bool                      // the pipeline runs: this process leads, or needs no lease
 
 	// perSink caches the series of each (sink, resource), so that a batch's bookkeeping
 	// (written once or twice per change at a steady rate) does not hash and look up its
@@ -186,12 +188,17 @@ func New() *Metrics {
 		Help: "Objects the relist under way (or the last one) of a resource has listed so far.",
 	}, []string{"resource"})
 
+	m.streamingG = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "streaming",
+		Help: "1 while this process streams (it holds the lease, or runs without leader election), 0 while it starts or waits for the lease as a standby: across the replicas of one deployment, exactly one should be 1.",
+	})
+
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.timeTravels,
-		m.writers, m.degraded, m.degradedCount, m.relistCauses, m.relistListed,
+		m.writers, m.degraded, m.degradedCount, m.relistCauses, m.relistListed, m.streamingG,
 	)
 	return m
 }
@@ -361,6 +368,33 @@ func (m *Metrics) Degraded(resource, scope, reason, detail string, since time.Ti
 		m.degraded.WithLabelValues(resource, scope, reason).Set(1)
 	}
 	m.degradedCount.Set(float64(len(m.degradedBy)))
+}
+
+// Streaming records whether this process runs the pipeline now: a standby waiting for
+// the lease, or a process still starting, does not, and so knows of no degraded
+// resource (/resources says which it is).
+func (m *Metrics) Streaming(on bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.streaming = on
+	if on {
+		m.streamingG.Set(1)
+	} else {
+		m.streamingG.Set(0)
+	}
+}
+
+// IsStreaming reports what Streaming last recorded (false on a nil Metrics).
+func (m *Metrics) IsStreaming() bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.streaming
 }
 
 // Degradations are the resources that do not stream now, by resource and scope.

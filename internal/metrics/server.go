@@ -38,7 +38,7 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	})
 	mux.HandleFunc("GET /resources", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		a := ResourcesAnswer{Degraded: m.Degradations()}
+		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations()}
 		if a.Degraded == nil {
 			a.Degraded = []Degradation{}
 		}
@@ -60,7 +60,11 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 
 // ResourcesAnswer is the body of /resources.
 type ResourcesAnswer struct {
-	Degraded []Degradation `json:"degraded"` // never null: empty when every resource streams
+	// Streaming is false while the process does not run the pipeline (a standby waiting
+	// for the lease, or still starting): then Degraded is empty because nothing streams
+	// here, not because every resource does; the leader's endpoint knows.
+	Streaming bool          `json:"streaming"`
+	Degraded  []Degradation `json:"degraded"` // never null: empty when every resource streams
 }
 
 // Serve serves Mux(m, ready, profiling) on addr until ctx ends, then shuts down gracefully and
