@@ -136,6 +136,13 @@ func (e *env) stream(tg source.Target) *source.Stream {
 // run starts s.Run from `from` and records what it emits. The run is cancelled, and
 // waited for, when the test ends.
 func (e *env) run(s *source.Stream, from change.RV, r *recorder) *recorder {
+	r, _ = e.start(s, from, r)
+	return r
+}
+
+// start is run, and also returns the cancel that stops the run before the test ends
+// (r.wait then returns what Run returned).
+func (e *env) start(s *source.Stream, from change.RV, r *recorder) (*recorder, context.CancelFunc) {
 	if r == nil {
 		r = &recorder{}
 	}
@@ -152,7 +159,7 @@ func (e *env) run(s *source.Stream, from change.RV, r *recorder) *recorder {
 		cancel()
 		<-r.done
 	})
-	return r
+	return r, cancel
 }
 
 // configMap creates a configmap in namespace ns (the test's when empty).

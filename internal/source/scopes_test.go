@@ -1,7 +1,6 @@
 package source_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -137,17 +136,7 @@ func TestADeletedEventWhoseScopeLookupIsCutShortByShutdownEmitsNothing(t *testin
 	s := e.stream(targets[0])
 	s.Scopes = source.GroupScopes(e.clientsFor(cfg, &requestLog{}), targets, nil)[0]
 
-	r := &recorder{}
-	r.init()
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	go func() {
-		err := s.Run(ctx, 0, r.emit)
-		r.mu.Lock()
-		r.err = err
-		r.mu.Unlock()
-		close(r.done)
-	}()
+	r, cancel := e.start(s, 0, nil)
 	r.waitFor(e, "the relist", relistEnded(1))
 	if err := e.kube.Clientset().CoreV1().ConfigMaps(e.ns).Delete(e.ctx, "leaving", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ package source_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net/http"
 	"runtime"
@@ -90,17 +89,7 @@ func TestCancellingTheContextMidWatchReturnsAtOnceClosesTheResponseAndLeavesNoGo
 	s.Clients = e.clientsFor(cfg, e.requests)
 	s.WatchTimeout = 10 * time.Minute // only the cancel can end this watch within the test
 
-	r := &recorder{}
-	r.init()
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	go func() {
-		err := s.Run(ctx, 0, r.emit)
-		r.mu.Lock()
-		r.err = err
-		r.mu.Unlock()
-		close(r.done)
-	}()
+	r, cancel := e.start(s, 0, nil)
 	r.waitFor(e, "the relist", relistEnded(1))
 	e.configMap("", "b", nil)
 	r.waitFor(e, "b from the watch", func(evs []change.Event) bool { return has(evs, change.OpCreate, "b") })
