@@ -117,3 +117,26 @@ func TestAProduceTheBrokerSitsOnFailsAfterTheWriteTimeoutAndTheNextWriteGoesThro
 		t.Fatalf("the write after the timeout: %v", err)
 	}
 }
+
+func TestAFailedSendReadsThePartitionLeadersAgain(t *testing.T) {
+	k := testenv.NewKafka(t)
+	s := newSink(t, k, Options{CreateTopics: true, Partitions: 6})
+	ctx := testCtx(t)
+	b := spreadBatch(t, 12)
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// A leader that moved to a broker now gone: every partition's, still fresh.
+	topic := TopicName(DefaultTopic, "prod", deployments)
+	s.mu.Lock()
+	for p := range s.leaderCache[topic].addrs {
+		s.leaderCache[topic].addrs[p] = "127.0.0.1:1"
+	}
+	s.mu.Unlock()
+	if err := s.Write(ctx, b); err == nil {
+		t.Fatal("a send to a closed port succeeded")
+	}
+	if err := s.Write(ctx, b); err != nil {
+		t.Errorf("the send after the failed one: %v, want the leaders read again", err)
+	}
+}

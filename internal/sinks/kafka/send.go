@@ -94,6 +94,7 @@ func (s *Sink) send(ctx context.Context, topic string, partitions int, msgs []ka
 		}
 		if werr == nil {
 			werr = make(kafka.WriteErrors, len(msgs))
+			s.forgetLeaders(topic) // a leader may have moved
 		}
 		for _, i := range byPart[j].idx {
 			werr[i] = err
@@ -113,8 +114,48 @@ type partitionRecords struct {
 
 // leaders returns the address of the broker leading each partition of topic, from the
 // Transport's metadata cache (no request: the Transport refreshes it on its own), as
-// kafka-go's Client.Produce routes a request.
+// kafka-go's Client.Produce routes a request. What it read is kept for leadersFresh, or
+// until a send fails: reading and copying the Transport's cache for every batch was 4% of
+// the daemon's CPU at 200 changes/s.
 func (s *Sink) leaders(ctx context.Context, topic string) (map[int]string, error) {
+	s.mu.Lock()
+	l, ok := s.leaderCache[topic]
+	s.mu.Unlock()
+	if ok && time.Since(l.at) < leadersFresh {
+		return l.addrs, nil
+	}
+	addrs, err := s.readLeaders(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.leaderCache == nil {
+		s.leaderCache = map[string]topicLeaders{}
+	}
+	s.leaderCache[topic] = topicLeaders{addrs: addrs, at: time.Now()}
+	s.mu.Unlock()
+	return addrs, nil
+}
+
+// leadersFresh is how long leaders trusts what it read: a small part of the time the
+// Transport keeps its own metadata (6 s), so routing lags the Transport's little.
+const leadersFresh = time.Second
+
+// topicLeaders is what leaders read of a topic and when.
+type topicLeaders struct {
+	addrs map[int]string
+	at    time.Time
+}
+
+// forgetLeaders makes the next send of topic read its leaders again.
+func (s *Sink) forgetLeaders(topic string) {
+	s.mu.Lock()
+	delete(s.leaderCache, topic)
+	s.mu.Unlock()
+}
+
+// readLeaders is leaders' read of the Transport's cache.
+func (s *Sink) readLeaders(ctx context.Context, topic string) (map[int]string, error) {
 	r, err := s.transport.RoundTrip(ctx, s.client.Addr, &metadataapi.Request{TopicNames: []string{topic}})
 	if err != nil {
 		return nil, fmt.Errorf("partition leaders of %s: %w", topic, err)

@@ -86,9 +86,10 @@ type Sink struct {
 	resolved     *resolved.Emitter
 	stopResolved func()
 
-	mu     sync.Mutex
-	topics map[string]topicInfo // topics known to exist
-	ids    []int                // partitionIDs
+	mu          sync.Mutex
+	topics      map[string]topicInfo    // topics known to exist
+	ids         []int                   // partitionIDs
+	leaderCache map[string]topicLeaders // leaders
 }
 
 // topicInfo is what the sink knows of a topic it checked.
