@@ -34,9 +34,15 @@ const exchangeMaxBytes = 64 << 10
 //
 // Errors are what pool.Exec returns: a *pgconn.PgError for an ErrorResponse (the
 // connection stays usable), a connection error otherwise (the connection is closed, and
-// the pool drops it). A statement too large for the exchange, or a connection pgx is not
-// done with, goes through pool.Exec instead.
+// the pool drops it). A statement too large for the exchange, a connection pgx is not
+// done with, or a DSN that asks pgx not to prepare statements (default_query_exec_mode
+// other than cache_statement, as behind a transaction-pooling pgbouncer) goes through
+// pgx's Exec instead.
 func (s *Sink) execStatement(ctx context.Context, name, sql string, args []any) error {
+	if !s.prepares {
+		_, err := s.pool.Exec(ctx, sql, args...)
+		return err
+	}
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err

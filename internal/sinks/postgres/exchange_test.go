@@ -92,3 +92,45 @@ func TestASingleStatementWriteCutOffWhileItWaitsFailsRetryablyAndItsRetryLandsOn
 		})
 	}
 }
+
+// The single statement is prepared on the connection unless the DSN asks pgx for another
+// query mode (a transaction-pooling pgbouncer cannot keep prepared statements): then it
+// goes through pgx's Exec in that mode, and lands all the same.
+func TestASingleStatementIsPreparedOnlyWhenTheDSNLetsPgxPrepare(t *testing.T) {
+	for _, tc := range []struct {
+		mode     string // default_query_exec_mode, "" for pgx's default
+		prepared bool
+	}{
+		{"", true},
+		{"simple_protocol", false},
+		{"exec", false},
+	} {
+		t.Run("mode="+tc.mode, func(t *testing.T) {
+			dsn := pg.NewDatabase(t)
+			if tc.mode != "" {
+				dsn += "&default_query_exec_mode=" + tc.mode
+				if !strings.Contains(dsn, "?") {
+					dsn = strings.Replace(dsn, "&", "?", 1)
+				}
+			}
+			s, _ := newSink(t, Options{DSN: dsn, Migrate: true, MaxConns: 1})
+			write(t, s, batch(5, cm("a", "uid-a", 5, change.OpCreate)))
+			write(t, s, batch(6, cm("a", "uid-a", 6, change.OpUpdate)))
+			if r := mustObject(t, dsn, "a"); r.RV != 6 {
+				t.Errorf("row a = %+v, want RV 6", r)
+			}
+			c, err := s.pool.Acquire(testCtx(t)) // the one connection the writes used
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			var n int
+			if err := c.QueryRow(testCtx(t), `SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'kube_cdc_inline_%'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if got := n > 0; got != tc.prepared {
+				t.Errorf("%d kube_cdc_inline statements prepared on the connection, want prepared %v", n, tc.prepared)
+			}
+		})
+	}
+}
