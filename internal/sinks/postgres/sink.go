@@ -28,9 +28,9 @@ type Sink struct {
 	// prepares: the DSN lets pgx keep prepared statements (its default
 	// default_query_exec_mode, cache_statement); a DSN that asks for another mode (a
 	// transaction-pooling pgbouncer) keeps execStatement on pgx's Exec in that mode.
-	prepares bool
-	metrics       Metrics           // optional: SetMetrics
-	noPrecheck    bool              // tests: leave every poison object to the bisecting safety net
+	prepares   bool
+	metrics    Metrics // optional: SetMetrics
+	noPrecheck bool    // tests: leave every poison object to the bisecting safety net
 
 	// Retention runs in the background, at most one at a time, until Close.
 	bgCtx         context.Context
