@@ -63,6 +63,7 @@ type statusDoc struct {
 	Daemon struct {
 		URL       string            `json:"url"`
 		Reachable bool              `json:"reachable"`
+		Streaming bool              `json:"streaming"`
 		Error     string            `json:"error"`
 		Degraded  []json.RawMessage `json:"degraded"`
 	} `json:"daemon"`
@@ -106,7 +107,7 @@ func statusAs(t *testing.T, cfg, format string) statusDoc {
 var statusKeys = strings.Fields(`cluster sinks name type checkpointStore resources resource scope namespaces
 	labelSelector fieldSelector scopeId checkpoint resourceVersion updatedAt epoch timeTravel reason detectedAt
 	objects live deleted quarantined namespace uid op bytes topic quarantinedAt writerLock holder waiters
-	application backendPid client connectedAt errors daemon url reachable error degraded since`)
+	application backendPid client connectedAt errors daemon url reachable streaming error degraded since`)
 
 func undocumentedKeys(v any) []string {
 	var bad []string
@@ -175,7 +176,7 @@ metrics: {address: %q}
 		doc.Sinks[0].WriterLock.Holder.Application != writersApp(t, d) || len(doc.Sinks[0].WriterLock.Waiters) != 0 {
 		t.Errorf("writer lock: want %s holding it alone: %+v", writersApp(t, d), doc.Sinks[0].WriterLock)
 	}
-	if !doc.Daemon.Reachable || doc.Daemon.URL != "http://"+addr+"/resources" || doc.Daemon.Degraded == nil || len(doc.Daemon.Degraded) != 0 {
+	if !doc.Daemon.Reachable || !doc.Daemon.Streaming || doc.Daemon.URL != "http://"+addr+"/resources" || doc.Daemon.Degraded == nil || len(doc.Daemon.Degraded) != 0 {
 		t.Errorf("daemon: want %s reachable with none degraded: %+v", addr, doc.Daemon)
 	}
 
