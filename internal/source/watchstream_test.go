@@ -72,11 +72,14 @@ func TestWatchesTheServerEndsByTheirTimeoutAreReopenedFromTheLastRVLosingAndRepe
 	if clk.HasWaiters() {
 		t.Error("the stream waits on its clock, as after a failure")
 	}
-	watches := e.requests.watches("configmaps")
-	if got, want := s.Observer.(*observer).restarts(), len(watches)-1; got != want {
-		t.Errorf("observer told of %d watch restarts, want %d (one per re-open)", got, want)
-	}
-	t.Logf("%d changes over %d watches", len(written), len(watches))
+	// One restart per re-open. The stream tells the observer as it re-opens, before it
+	// paces the next request (up to a second), and the server ends a watch every second
+	// or so: the count of watch requests may be one behind, so compare with the watches
+	// that ended, once the observer has caught up (a double count never does).
+	e.eventually("the observer to be told of each ended watch once", func() bool {
+		return s.Observer.(*observer).restarts() == ended()
+	})
+	t.Logf("%d changes over %d watches", len(written), len(e.requests.watches("configmaps")))
 }
 
 func TestCancellingTheContextMidWatchReturnsAtOnceClosesTheResponseAndLeavesNoGoroutine(t *testing.T) {
