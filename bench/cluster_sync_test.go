@@ -399,11 +399,14 @@ func clusterSyncPostgres(b *testing.B, sc *scaleCluster) *informerResult {
 	aCopy := time.Since(start)
 	aTotal := l.took + aCopy
 
-	// kube-cdc: the built binary, an empty database.
+	// kube-cdc: the built binary, an empty database with kube-cdc's schema (A's tables are
+	// made before its clock starts too).
 	dsn := pg.NewDatabase(b)
 	conn := connect(b, dsn)
+	config := scalePostgresConfig(sc, dsn)
+	migrateFirst(b, config)
 	walBefore := walLSN(b, conn)
-	d := startDaemon(b, scalePostgresConfig(sc, dsn))
+	d := startDaemon(b, config)
 	synced := waitScaleSyncedPostgres(b, conn, n, 10*time.Minute, d)
 	wall := synced.Sub(d.start)
 	rss := procStatus(d.cmd.Process.Pid, "VmHWM")

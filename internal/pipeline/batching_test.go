@@ -101,3 +101,46 @@ func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes
 		t.Errorf("written %s, want watch order %s", got, want)
 	}
 }
+
+// A relist's first batch goes to the idle sink after a LIST page's worth of changes, not
+// when it is full, so the sink's writes start while the LIST goes on; the changes listed
+// during that write form the next batch, however many.
+func TestARelistsFirstBatchGoesToTheIdleSinkAfterAPageAndTheNextGrowWhileItWrites(t *testing.T) {
+	s := newMemSink("pg")
+	s.block = make(chan struct{})
+	s.writing = make(chan struct{}, 8)
+	unblock := sync.OnceFunc(func() { close(s.block) })
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
+	q := make(chan change.Event, 4*relistEagerBatch)
+	errc := make(chan error, 1)
+	go func() { errc <- c.run(q) }()
+	defer func() {
+		unblock()
+		cancel()
+	}()
+	const listed = 3 * relistEagerBatch
+	q <- change.Event{Type: change.RelistBegin}
+	for i := range listed {
+		q <- listedAt(100, obj(fmt.Sprintf("cm-%04d", i), fmt.Sprintf("u%d", i), change.RV(10+i)))
+		if i == relistEagerBatch-1 {
+			select { // the first write starts with one page's worth, and blocks
+			case <-s.writing:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no write started after a page's worth of listed objects")
+			}
+		}
+	}
+	q <- change.Event{Type: change.RelistEnd, RV: 100}
+	unblock()
+	waitFor(t, func() bool { log, ckpt := s.snapshot(); return len(log) == listed && ckpt == 100 })
+	close(q)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := batchSizes(s), fmt.Sprintf("[%d@0 %d@100]", relistEagerBatch, listed-relistEagerBatch); got != want {
+		t.Errorf("batches = %s, want %s: a page's worth at once, then all listed during its write", got, want)
+	}
+}

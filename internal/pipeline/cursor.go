@@ -145,7 +145,7 @@ func (c *cursor) run(q <-chan change.Event) error {
 			return err
 		}
 		c.progress.event(c, ev)
-		if len(c.batch) >= c.p.opts.BatchSize || c.bytes >= c.p.opts.BatchBytes {
+		if len(c.batch) >= c.p.opts.BatchSize || c.bytes >= c.p.opts.BatchBytes || c.relistBatchDue() {
 			if err := c.flush(); err != nil {
 				return err
 			}
@@ -154,6 +154,20 @@ func (c *cursor) run(q <-chan change.Event) error {
 }
 
 func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.sent }
+
+// relistEagerBatch is how many changes of a relist go to a sink that has no write in
+// flight. A LIST outpaces the sink (which writes every object twice, into objects and
+// changes, or encodes and sends it), so a relist lasts as long as the time before its
+// first write plus the sink's writes: a first batch of about one LIST page puts the sink
+// to work after that page rather than after a full batch (BatchBytes cut the first batch
+// of 20,000 ~1 KB ConfigMaps at ~3,200 changes, 0.2 s of a 1.4 s sync); while a write is
+// in flight the next batch grows to the full size as before (group commit).
+const relistEagerBatch = 500
+
+// relistBatchDue reports whether a relist's batch should go out now though it is not full.
+func (c *cursor) relistBatchDue() bool {
+	return c.index != nil && c.inflight == nil && len(c.batch) >= relistEagerBatch
+}
 
 // add appends ch to the batch. Every change a sink sees passes here, so this is where
 // the cluster name is stamped.
