@@ -95,9 +95,10 @@ func (c *cursor) run(q <-chan change.Event) error {
 		// grows from the queue, and goes out as soon as that write completes; while the
 		// sink is idle a batch goes out as soon as the queue is empty (after MaxWait, when
 		// one is set, to fill it). So a lone change is written at once, and under load a
-		// batch holds what arrived during one write. A relist's batches are cut by count
-		// and bytes only (and at RelistEnd): they keep the old checkpoint, so writing them
-		// early gains nothing, and full batches cost the sink least.
+		// batch holds what arrived during one write. A relist's batches keep the old
+		// checkpoint, so a lone listed change is not written at once: they are cut by count
+		// and bytes, at RelistEnd, and at relistEagerBatch while the sink is idle (so the
+		// sink's writes, a relist's bottleneck, start after a page rather than a batch).
 		var timerC <-chan time.Time
 		if c.dirty() && c.inflight == nil && c.index == nil {
 			wait := c.p.opts.MaxWait - clk.Since(c.first)

@@ -29,7 +29,8 @@
 //     after a capped backoff (degraded.go). Any other error stops the pipeline.
 //   - Batching is adaptive (group commit): a change that finds its sink idle is written at
 //     once; while a write is in flight the next batch fills, and goes out as soon as that
-//     write completes. Batches are also cut by count and bytes; relist batches only so.
+//     write completes. Batches are also cut by count and bytes; a relist's only so, and
+//     at 500 changes while the sink is idle (its writes then start after one LIST page).
 //     MaxWait (default 0) makes an idle sink's batch wait to fill. Under load one batch is
 //     written while the next fills (never two writes at once), so reading overlaps
 //     writing; a batch flushed because the sink was idle and the queue empty is written in
