@@ -293,12 +293,13 @@ type lagResult struct {
 	wps      float64
 	catchUp  time.Duration // last ack → last change seen
 	cpuPer1k float64       // daemon CPU seconds per 1,000 changes during the phase
+	switches float64       // the daemon's threads' context switches per change during the phase
 	missing  int
 }
 
 func runLagPhase(b *testing.B, ph lagPhase, objs []*corev1.ConfigMap, seen *seenSet, pid int) lagResult {
 	b.Helper()
-	cpu0 := cpuNow(pid)
+	cpu0, sw0 := cpuNow(pid), switchesNow(pid)
 	start := time.Now()
 	profiled := profilePhase(b, ph.pprof, ph.profile, ph.dur)
 	acks := updateConfigMaps(b, objs, ph.workers, ph.rate, ph.dur)
@@ -311,14 +312,14 @@ func runLagPhase(b *testing.B, ph lagPhase, objs []*corev1.ConfigMap, seen *seen
 		}
 	}
 	missing := seen.waitAll(acks, 2*time.Minute)
-	cpu := cpuNow(pid) - cpu0
+	cpu, switches := cpuNow(pid)-cpu0, switchesNow(pid)-sw0
 	seen.mu.Lock()
 	catchUp := max(seen.last.Sub(lastAck), 0)
 	seen.mu.Unlock()
 	worst(b, acks, seen, start)
 	src, snk := seen.split(acks)
 	r := lagResult{source: summarize(src), sink: summarize(snk), stats: summarize(seen.lags(acks)), writes: len(acks), wps: float64(len(acks)) / writing.Seconds(),
-		catchUp: catchUp, cpuPer1k: cpu / (float64(len(acks)) / 1000), missing: missing}
+		catchUp: catchUp, cpuPer1k: cpu / (float64(len(acks)) / 1000), switches: float64(switches) / float64(max(len(acks), 1)), missing: missing}
 	if missing > 0 {
 		b.Errorf("%d of %d acknowledged writes never reached the sink", missing, len(acks))
 	}
@@ -332,9 +333,11 @@ func reportLag(b *testing.B, sink string, ph lagPhase, r lagResult) {
 	b.ReportMetric(ms(r.stats.max), "max_ms")
 	b.ReportMetric(ms(r.catchUp), "catchup_ms")
 	b.ReportMetric(r.cpuPer1k, "cpu_s/1k_changes")
+	b.ReportMetric(r.switches, "ctxsw/change")
 	b.ReportMetric(0, "ns/op")
 	line := fmt.Sprintf("%s lag, %s: %d writes in %v (%.0f writes/s, %d writers): ack→visible p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; catch-up after the last write %.1f ms; kube-cdc CPU %.3f s per 1k changes",
-		sink, ph.name, r.writes, ph.dur, r.wps, ph.workers, ms(r.stats.p50), ms(r.stats.p90), ms(r.stats.p99), ms(r.stats.max), ms(r.catchUp), r.cpuPer1k)
+		sink, ph.name, r.writes, ph.dur, r.wps, ph.workers, ms(r.stats.p50), ms(r.stats.p90), ms(r.stats.p99), ms(r.stats.max), ms(r.catchUp), r.cpuPer1k) +
+		fmt.Sprintf(" (%.1f context switches per change)", r.switches)
 	if ph.target > 0 {
 		b.ReportMetric(ms(r.stats.p99)/ms(ph.target), "p99/target")
 		line += fmt.Sprintf(" (target p99 <= %v: %s)", ph.target, verdict(r.stats.p99 <= ph.target))
@@ -442,4 +445,27 @@ func reportIdle(b *testing.B, sink string, pid int) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%s: kube-cdc idle, streaming nothing for %v: %.2f ms CPU per second (%.3f s per 1k changes at 200/s)",
 		sink, idleWindow, 1000*perSec, perSec/0.2)
+}
+
+// switchesNow sums the voluntary and involuntary context switches of pid's threads. Most
+// of a steady change's CPU on a virtual machine is threads sleeping and being woken
+// (docs/benchmarks.md, "Issue 11, fourth pass"), so the count per change says where a CPU
+// figure comes from. Threads that exit meanwhile take their counts with them: a slight
+// undercount.
+func switchesNow(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "voluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
