@@ -42,8 +42,10 @@
 // writes/s, targets p99 ≤ 50 ms and CPU ≤ 0.15 s per 1,000 changes. rate=max: 32 writers
 // as fast as the apiserver answers; reports p99 and the catch-up time (last acknowledged
 // write → last change visible). All report the daemon's CPU per 1k changes
-// (/proc/PID/stat). With KUBE_CDC_BENCH_LAG_CPUPROFILE=DIR each phase's CPU profile of
-// the daemon (metrics.pprof) is saved in DIR, for `go tool pprof`.
+// (/proc/PID/stat) and its threads' context switches per change (/proc/PID/task/*/status;
+// at these rates most of the CPU is threads sleeping and waking). idle: the daemon's CPU
+// per second with nothing to stream. With KUBE_CDC_BENCH_LAG_CPUPROFILE=DIR each phase's
+// CPU profile of the daemon (metrics.pprof) is saved in DIR, for `go tool pprof`.
 //
 // BenchmarkRelistMemory — the pipeline in this process, wired like cmd/kube-cdc/run.go,
 // at 20k and 100k objects: an initial sync into an empty database, then the checkpoint is
