@@ -134,6 +134,9 @@ func TestARelistsFirstBatchGoesToTheIdleSinkAfterAPageAndTheNextGrowWhileItWrite
 		}
 	}
 	q <- change.Event{Type: change.RelistEnd, RV: 100}
+	// The cursor has taken every event (it waits for the first write to flush at
+	// RelistEnd) before that write ends: the rest is one batch.
+	waitFor(t, func() bool { return len(q) == 0 })
 	unblock()
 	waitFor(t, func() bool { log, ckpt := s.snapshot(); return len(log) == listed && ckpt == 100 })
 	close(q)
