@@ -51,21 +51,7 @@ func TestAnIdleSinkWritesALoneChangeAtOnceWithoutWaitingForItsBatchToFill(t *tes
 // soon as that write completes, not one write each, and again without waiting on the
 // clock. The cursor is driven directly through its queue, buffered as the pipeline's.
 func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes(t *testing.T) {
-	s := newMemSink("pg")
-	s.block = make(chan struct{})
-	s.writing = make(chan struct{}, 8)
-	unblock := sync.OnceFunc(func() { close(s.block) })
-	clk := clocktesting.NewFakeClock(time.Now())
-	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
-	ctx, cancel := context.WithCancel(context.Background())
-	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
-	q := make(chan change.Event, DefaultBuffer)
-	errc := make(chan error, 1)
-	go func() { errc <- c.run(q) }()
-	defer func() {
-		unblock()
-		cancel()
-	}()
+	s, q, unblock, errc := blockedCursor(t, DefaultBuffer)
 	send := func(ev change.Event) {
 		t.Helper()
 		select {
@@ -106,21 +92,7 @@ func TestChangesArrivingWhileAWriteIsInFlightAreWrittenAsOneBatchWhenItCompletes
 // when it is full, so the sink's writes start while the LIST goes on; the changes listed
 // during that write form the next batch, however many.
 func TestARelistsFirstBatchGoesToTheIdleSinkAfterAPageAndTheNextGrowWhileItWrites(t *testing.T) {
-	s := newMemSink("pg")
-	s.block = make(chan struct{})
-	s.writing = make(chan struct{}, 8)
-	unblock := sync.OnceFunc(func() { close(s.block) })
-	clk := clocktesting.NewFakeClock(time.Now())
-	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
-	ctx, cancel := context.WithCancel(context.Background())
-	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
-	q := make(chan change.Event, 4*relistEagerBatch)
-	errc := make(chan error, 1)
-	go func() { errc <- c.run(q) }()
-	defer func() {
-		unblock()
-		cancel()
-	}()
+	s, q, unblock, errc := blockedCursor(t, 4*relistEagerBatch)
 	const listed = 3 * relistEagerBatch
 	q <- change.Event{Type: change.RelistBegin}
 	for i := range listed {
@@ -146,4 +118,27 @@ func TestARelistsFirstBatchGoesToTheIdleSinkAfterAPageAndTheNextGrowWhileItWrite
 	if got, want := batchSizes(s), fmt.Sprintf("[%d@0 %d@100]", relistEagerBatch, listed-relistEagerBatch); got != want {
 		t.Errorf("batches = %s, want %s: a page's worth at once, then all listed during its write", got, want)
 	}
+}
+
+// blockedCursor runs a cursor of cms on a memSink whose writes block until unblock (each
+// write's start is signalled on s.writing), fed through a queue of the given capacity
+// as the pipeline feeds it; the run's result comes on errc. The fake clock never moves.
+func blockedCursor(t *testing.T, buffer int) (s *memSink, q chan change.Event, unblock func(), errc chan error) {
+	t.Helper()
+	s = newMemSink("pg")
+	s.block = make(chan struct{})
+	s.writing = make(chan struct{}, 8)
+	unblock = sync.OnceFunc(func() { close(s.block) })
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
+	q = make(chan change.Event, buffer)
+	errc = make(chan error, 1)
+	go func() { errc <- c.run(q) }()
+	t.Cleanup(func() {
+		unblock()
+		cancel()
+	})
+	return s, q, unblock, errc
 }
