@@ -236,17 +236,26 @@ func startDaemonBin(b *testing.B, bin, config string) *daemon {
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	d := &daemon{logPath: filepath.Join(dir, "kube-cdc.log"), done: make(chan struct{})}
+	var env []string
+	if e := os.Getenv(DaemonEnv); e != "" {
+		env = append(os.Environ(), strings.Fields(e)...)
+	}
+	return startProcess(b, filepath.Join(dir, "kube-cdc.log"), env, bin, "run", "-c", cfg)
+}
+
+// startProcess starts bin with args (and env, nil: the benchmark's), its output into
+// logPath; like a kube-cdc daemon, it is killed with the benchmark and at the cleanup.
+func startProcess(b *testing.B, logPath string, env []string, bin string, args ...string) *daemon {
+	b.Helper()
+	d := &daemon{logPath: logPath, done: make(chan struct{})}
 	logf, err := os.Create(d.logPath)
 	if err != nil {
 		b.Fatal(err)
 	}
-	d.cmd = exec.Command(bin, "run", "-c", cfg)
+	d.cmd = exec.Command(bin, args...)
 	// Killed with the benchmark (a ^C, a timeout): no daemon outlives it.
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if env := os.Getenv(DaemonEnv); env != "" {
-		d.cmd.Env = append(os.Environ(), strings.Fields(env)...)
-	}
+	d.cmd.Env = env
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.start = time.Now()
 	if err := d.cmd.Start(); err != nil {
@@ -265,13 +274,12 @@ func startDaemonBin(b *testing.B, bin, config string) *daemon {
 			<-d.done
 		}
 		if b.Failed() {
-			b.Logf("kube-cdc log:\n%s", testenv.Tail(d.logPath, 40))
+			b.Logf("%s log:\n%s", filepath.Base(bin), testenv.Tail(d.logPath, 40))
 		}
 	})
 	return d
 }
 
-// stop sends SIGTERM, waits for the exit and returns the process's CPU seconds (user+sys).
 // failIfExited fails b, with the end of the daemon's log, when the daemon has exited
 // (nil: no daemon to watch).
 func (d *daemon) failIfExited(b *testing.B) {
@@ -286,6 +294,7 @@ func (d *daemon) failIfExited(b *testing.B) {
 	}
 }
 
+// stop sends SIGTERM, waits for the exit and returns the process's CPU seconds (user+sys).
 func (d *daemon) stop(b *testing.B) float64 {
 	b.Helper()
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
