@@ -86,7 +86,7 @@ func BenchmarkLagAdaptiveBatching(b *testing.B) {
 					ms(stats[0].p50)/ms(stats[2].p50), ms(stats[0].p99)/ms(stats[2].p99))
 				b.ReportMetric(cpu[0]/cpu[2], "cpu_adaptive/baseline")
 			}
-			reportFloor(b, line, cpu, rate)
+			reportFloor(b, line, stats, cpu, rate)
 			if rate == 100 {
 				fmt.Fprintf(line, "; adaptive p50 target <= %v: %s", lowRateP50, verdict(stats[0].p50 <= lowRateP50))
 			}

@@ -79,11 +79,19 @@
 // 1k changes and their ratios; targets adaptive p50 ≤ 2 ms at 100/s and CPU
 // adaptive/10ms ≤ 1.0 (bench/cpu_test.go). With KUBE_CDC_BENCH_BASELINE_BIN naming
 // another kube-cdc binary (an earlier commit's), a third daemon runs it at its defaults on
-// the same writes, and this tree's CPU and latency are reported against it.
+// the same writes, and this tree's CPU and latency are reported against it. Last, two
+// floor arms follow the same writes, each into its own database: baseline B
+// (informerbaseline: the hand-written informer, one autocommit upsert per event) and a raw
+// watch (informerbaseline -raw: one watch request decoded as it arrives, one upsert per
+// event, nothing else). Per change they do less than kube-cdc (no change log, no
+// checkpoint, no tombstones), so their CPU per 1k is the floor a steady change costs on
+// this machine. Target kube-cdc/informer B ≤ 1.0; kube-cdc/raw watch and each arm against
+// the absolute ≤ 0.15 s per 1k at 200/s are reported (bench/floor_test.go).
 //
 // BenchmarkLagKafkaFlushInterval — the same for Kafka sinks: one write stream followed by
 // daemons at the default checkpoint.flushInterval, at 0s, and (KUBE_CDC_BENCH_BASELINE_BIN)
-// the baseline binary, each into its own topic.
+// the baseline binary, each into its own topic; then the two floor arms, each producing
+// one record per event with a synchronous kafka-go Writer (acks from all, batches of one).
 //
 // KUBE_CDC_BENCH_DAEMON_ENV ("NAME=VALUE …") is added to every benchmarked daemon's
 // environment (GOMAXPROCS, GOGC experiments).

@@ -395,7 +395,7 @@ func BenchmarkLagKafkaFlushInterval(b *testing.B) {
 	}()
 	for _, rate := range []float64{100, 200} {
 		b.Run(fmt.Sprintf("rate=%.0f", rate), func(b *testing.B) {
-			_, cpu, line := runArms(b, arms, "topic", rate, func() []ack {
+			stats, cpu, line := runArms(b, arms, "topic", rate, func() []ack {
 				return updateConfigMaps(b, objs, int(rate/25), rate, 20*time.Second)
 			})
 			b.ReportMetric(cpu[0]/cpu[1], "cpu_grouped/flush0")
@@ -405,7 +405,7 @@ func BenchmarkLagKafkaFlushInterval(b *testing.B) {
 				b.ReportMetric(cpu[0]/cpu[2], "cpu_grouped/baseline")
 				fmt.Fprintf(line, ", grouped/baseline %.2f", cpu[0]/cpu[2])
 			}
-			reportFloor(b, line, cpu, rate)
+			reportFloor(b, line, stats, cpu, rate)
 			b.Log(line.String())
 		})
 	}

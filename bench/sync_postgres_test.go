@@ -52,6 +52,7 @@ func initialSyncPostgres(b *testing.B, newDatabase func(testing.TB) string) {
 	config := pgDaemonConfigLevel(dsn, syncNS, "debug")
 	migrateFirst(b, config)
 	d := startDaemon(b, config)
+	keepLog(b, d, "initial-sync-"+strings.ReplaceAll(b.Name(), "/", "-"))
 	synced := waitSynced(b, conn, syncNS, syncObjs, 5*time.Minute, d)
 	kcdcWall := synced.Sub(d.start)
 	kcdcCPU := d.stop(b)

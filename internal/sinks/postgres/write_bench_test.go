@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,4 +50,46 @@ func BenchmarkWriteOfOneChange(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpu()-before).Microseconds())/float64(b.N), "cpu_µs/write")
+}
+
+// BenchmarkWriteOfARelistBatch is an initial sync's batch: 3,200 snapshots of new ~1 KB
+// ConfigMaps (the pipeline cuts relist batches at about that many), written with no
+// checkpoint as a relist's batches are. It reports the wall time per change: at an initial
+// sync the sink, PostgreSQL's time above all, is the bottleneck (docs/benchmarks.md). With
+// a debug logger, the sink's "wrote batch" lines give each step's share.
+func BenchmarkWriteOfARelistBatch(b *testing.B) {
+	const size = 3200
+	ctx := context.Background()
+	s, err := New(ctx, "warehouse", cluster, Options{DSN: pg.NewDatabase(b), Migrate: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	pad := strings.Repeat("x", 900)
+	rv := change.RV(1)
+	next := func() change.Batch {
+		cs := make([]change.Change, size)
+		for i := range cs {
+			rv++
+			name := "cm-" + strconv.Itoa(int(rv))
+			c := cm(name, "uid-"+name, rv, change.OpCreate)
+			c.Object = append(c.Object[:len(c.Object)-2:len(c.Object)-2], []byte(`,"pad":"`+pad+`"}}`)...)
+			c.Snapshot, c.ListRV = true, 1<<40
+			cs[i] = c
+		}
+		return change.Batch{Resource: configmaps, Changes: cs}
+	}
+	if err := s.Write(ctx, next()); err != nil { // warm: the stage, the statements
+		b.Fatal(err)
+	}
+	var wall time.Duration
+	for range b.N {
+		bt := next()
+		start := time.Now()
+		if err := s.Write(ctx, bt); err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(start)
+	}
+	b.ReportMetric(float64(wall.Microseconds())/float64(b.N*size), "µs/change")
 }
