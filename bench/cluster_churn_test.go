@@ -44,6 +44,10 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	kd := startDaemon(b, scaleKafkaConfig(b, sc, churnTopicPrefix))
 	waitScaleSyncedPostgres(b, conn, n, 10*time.Minute, pgd)
 	waitScaleRecords(b, churnTopicPrefix, int64(n), kd)
+	// The floor: a raw watch of the pods writing one upsert per event into a database of
+	// its own (informerbaseline -raw), what the pod status phase's changes cost at least.
+	floorConn := connect(b, pg.NewDatabase(b))
+	fd := startInformerOn(b, sc.Kubeconfig, scaleNS, "-raw=true", "-resource", "pods", "-dsn", floorConn.Config().ConnString())
 
 	// Observers: every new changes row, and every record of the busy topics.
 	seenPG, seenK := newSeenSet(), newSeenSet()
@@ -83,7 +87,9 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 		{name: "kwok", pid: sc.ComponentPID("kwok")},
 		{name: "postgres (postmaster and backends)", pid: pg.PID(), tree: true},
 		{name: "bench process (kfake broker, writers, pollers)", pid: os.Getpid()},
+		{name: "raw watch floor (pods → PostgreSQL)", pid: fd.cmd.Process.Pid},
 	}
+	floor := len(procs) - 1
 
 	// Phase 1: a rollout wave of every Deployment, until the cluster has settled and both
 	// sinks hold a sentinel write made after it.
@@ -118,9 +124,18 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	for i, p := range pods.Items {
 		names[i] = p.Name
 	}
+	var podRV int64
+	if err := conn.QueryRow(ctx, `SELECT max(resource_version) FROM kube_cdc.objects WHERE resource = 'pods' AND namespace = $1`, scaleNS).Scan(&podRV); err != nil {
+		b.Fatal(err)
+	}
+	waitFloorAt(b, floorConn, podRV, fd)
 	c0, id0, rec0, wal0 = sampleCPU(procs), maxChangeID(b, conn), scaleRecords(kc, churnTopicPrefix), walLSN(b, conn)
 	acks := sc.patchPodStatuses(b, names, churnStatusWriters, churnStatusRate, churnStatusFor)
 	missingPG, missingK := seenPG.waitAll(acks, 2*time.Minute), seenK.waitAll(acks, 2*time.Minute)
+	for _, a := range acks {
+		podRV = max(podRV, a.rv)
+	}
+	waitFloorAt(b, floorConn, podRV, fd)
 	c1 = sampleCPU(procs)
 	status := churnPhase{name: fmt.Sprintf("pod status at %d writes/s", churnStatusRate), cpu: c1.minus(c0),
 		changes: changesSince(b, conn, id0), records: scaleRecords(kc, churnTopicPrefix) - rec0}
@@ -146,6 +161,13 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	pgPer1k, kPer1k := status.per1k(0), status.per1k(1)
 	reportf(b, "kube-cdc CPU per 1,000 changes at %.0f writes/s (%d changes in the window, background included): PostgreSQL %.3f s (target <= 0.15: %s), Kafka %.3f s (target <= 0.15: %s)",
 		wps, status.changes, pgPer1k, verdict(pgPer1k <= 0.15), kPer1k, verdict(kPer1k <= 0.15))
+	var podChanges int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.changes WHERE id > $1 AND resource = 'pods' AND namespace = $2`, id0, scaleNS).Scan(&podChanges); err != nil {
+		b.Fatal(err)
+	}
+	floorPer1k := status.cpu.proc[floor] / max(float64(podChanges)/1000, 1e-9)
+	reportf(b, "raw watch floor (pods only, one upsert per event): %.3f s per 1,000 pod changes (%d) (target <= 0.15: %s); kube-cdc/floor PostgreSQL %.2f, Kafka %.2f",
+		floorPer1k, podChanges, verdict(floorPer1k <= 0.15), pgPer1k/floorPer1k, kPer1k/floorPer1k)
 
 	b.ReportMetric(float64(rollout.changes), "rollout_changes")
 	b.ReportMetric(rollout.per1k(0), "rollout_pg_cpu_s/1k")
@@ -159,12 +181,33 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	b.ReportMetric(ms(lagK.p99), "kafka_p99_ms")
 	b.ReportMetric(pgPer1k, "pg_cpu_s/1k")
 	b.ReportMetric(kPer1k, "kafka_cpu_s/1k")
+	b.ReportMetric(floorPer1k, "floor_cpu_s/1k")
+	b.ReportMetric(pgPer1k/floorPer1k, "cpu_pg/floor")
 	b.ReportMetric(status.share(0)+status.share(1), "status_kubecdc_%machine")
 	b.ReportMetric(0, "ns/op")
 
 	stopObservers()
 	pgd.stop(b)
 	kd.stop(b)
+	fd.stop(b)
+}
+
+// waitFloorAt waits until the floor's table (informerbaseline's) holds an RV at or above
+// rv: its one watch delivers in RV order, so every earlier event is written too.
+func waitFloorAt(b *testing.B, conn *pgx.Conn, rv int64, d *daemon) {
+	b.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		var at int64
+		// The table does not exist until the program has connected: an error is a "not yet".
+		err := conn.QueryRow(context.Background(), `SELECT coalesce(max(resource_version), 0) FROM informer_objects`).Scan(&at)
+		if err == nil && at >= rv {
+			return
+		}
+		d.failIfExited(b)
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("the raw watch floor did not reach RV %d within 3m\n%s", rv, readTail(d.logPath))
 }
 
 // pollChangesWithGaps records, every 2 ms on one connection, when each RV appeared in

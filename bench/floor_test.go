@@ -23,7 +23,13 @@ var floorArms = []struct{ name, flag string }{{"informerB", "-raw=false"}, {"raw
 // or record per change, no change log, checkpoint or tombstone): a floor.
 func startInformer(b *testing.B, ns string, sinkArgs ...string) *daemon {
 	b.Helper()
-	args := append([]string{"-kubeconfig", kube.Kubeconfig, "-namespace", ns, "-timeout", "3h"}, sinkArgs...)
+	return startInformerOn(b, kube.Kubeconfig, ns, sinkArgs...)
+}
+
+// startInformerOn is startInformer against the apiserver of kubeconfig.
+func startInformerOn(b *testing.B, kubeconfig, ns string, sinkArgs ...string) *daemon {
+	b.Helper()
+	args := append([]string{"-kubeconfig", kubeconfig, "-namespace", ns, "-timeout", "3h"}, sinkArgs...)
 	return startProcess(b, filepath.Join(b.TempDir(), "informerbaseline.log"), nil, informBin, args...)
 }
 

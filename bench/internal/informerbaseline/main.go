@@ -7,10 +7,11 @@
 // a "kube-cdc.rv" header as kube-cdc writes it. It keeps no change log, no checkpoint and
 // no tombstones: per change it does less than kube-cdc.
 //
-// With -raw there is no informer: one watch request (no resourceVersion, so the apiserver
-// begins with the objects as they are), its events decoded as they arrive into their
-// metadata and raw object (managedFields and all), and written as above; a watch the
-// apiserver ends is opened again from the last RV. That is about the least a program can
+// With -raw there is no informer: one watch request of -resource, a core-group resource
+// (ConfigMaps by default; pods at the cluster benchmark), with no resourceVersion (so the
+// apiserver begins with the objects as they are), its events decoded as they arrive into
+// their metadata and raw object (managedFields and all), and written as above; a watch
+// the apiserver ends is opened again from the last RV. That is about the least a program can
 // do per change and still write it: the floor of a watcher of the same API and sink on
 // the same machine.
 //
@@ -53,6 +54,7 @@ func main() {
 	flag.StringVar(&o.kafka, "kafka", "", "Kafka broker address (this or -dsn)")
 	flag.StringVar(&o.topic, "topic", "", "Kafka topic, with -kafka")
 	flag.BoolVar(&o.raw, "raw", false, "a watch request read as it arrives, no informer")
+	flag.StringVar(&o.resource, "resource", "configmaps", "with -raw: the core-group resource to watch")
 	flag.IntVar(&o.expect, "expect", 0, "exit after this many writes; 0: on SIGTERM")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
@@ -65,6 +67,7 @@ func main() {
 type options struct {
 	kubeconfig, namespace, dsn, kafka, topic string
 	raw                                      bool
+	resource                                 string
 	expect                                   int
 	timeout                                  time.Duration
 }
@@ -124,6 +127,9 @@ func run(o options) error {
 	default:
 		return errors.New("give -dsn, or -kafka and -topic")
 	}
+	if !o.raw && o.resource != "configmaps" {
+		return errors.New("-resource needs -raw: the informer is ConfigMaps'")
+	}
 	defer closeStore()
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
@@ -157,7 +163,7 @@ func run(o options) error {
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
-			if err := watchRaw(stop, cs, o.namespace, put); err != nil && stop.Err() == nil {
+			if err := watchRaw(stop, cs, o.namespace, o.resource, put); err != nil && stop.Err() == nil {
 				fail(err)
 			}
 		}()
@@ -210,12 +216,13 @@ func run(o options) error {
 	return nil
 }
 
-// watchRaw reads the ConfigMaps of namespace from one watch request at a time and hands
-// each ADDED or MODIFIED object to put, until ctx ends or the watch fails.
-func watchRaw(ctx context.Context, cs kubernetes.Interface, namespace string, put func(namespace, name, uid string, rv int64, obj []byte)) error {
+// watchRaw reads the objects of resource (core group) in namespace ("": all) from one
+// watch request at a time and hands each ADDED or MODIFIED object to put, until ctx ends
+// or the watch fails.
+func watchRaw(ctx context.Context, cs kubernetes.Interface, namespace, resource string, put func(namespace, name, uid string, rv int64, obj []byte)) error {
 	rv := ""
 	for ctx.Err() == nil {
-		req := cs.CoreV1().RESTClient().Get().Namespace(namespace).Resource("configmaps").
+		req := cs.CoreV1().RESTClient().Get().Namespace(namespace).Resource(resource).
 			Param("watch", "true")
 		if rv != "" {
 			req = req.Param("resourceVersion", rv)
