@@ -350,39 +350,33 @@ func BenchmarkLagKafkaFlushInterval(b *testing.B) {
 	if bin := os.Getenv(BaselineBinEnv); bin != "" {
 		configs = append(configs, config{"baseline", bin, ""})
 	}
-	for _, a := range configs {
-		topic := "bench-lag-flush-" + a.name
+	// addArm starts one arm's process on a topic of its own and follows the topic.
+	addArm := func(name string, start func(topic string) *daemon) {
+		topic := "bench-lag-flush-" + name
 		if err := kfk.CreateTopic(ctx, topic, kafkaPartitions, true); err != nil {
 			b.Fatal(err)
 		}
-		d := startDaemonBin(b, a.bin, kafkaDaemonConfigFlush(b, ns, topic, "", a.flush))
+		d := start(topic)
 		waitRecords(b, topic, lagObjects, d)
 		from, err := endOffsets(ctx, kafkaClient(), topic)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ar := &lagArm{name: a.name, d: d, seen: newSeenSet()}
+		ar := &lagArm{name: name, d: d, seen: newSeenSet()}
 		arms = append(arms, ar)
 		done := make(chan struct{})
 		consumers = append(consumers, done)
 		go func() { consume(ctx, topic, from, ar.seen); close(done) }()
 	}
+	for _, a := range configs {
+		addArm(a.name, func(topic string) *daemon {
+			return startDaemonBin(b, a.bin, kafkaDaemonConfigFlush(b, ns, topic, "", a.flush))
+		})
+	}
 	for _, f := range floorArms { // one synchronous produce per event
-		topic := "bench-lag-flush-" + f.name
-		if err := kfk.CreateTopic(ctx, topic, kafkaPartitions, true); err != nil {
-			b.Fatal(err)
-		}
-		d := startInformer(b, ns, f.flag, "-kafka", kfk.Addr(), "-topic", topic)
-		waitRecords(b, topic, lagObjects, d)
-		from, err := endOffsets(ctx, kafkaClient(), topic)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ar := &lagArm{name: f.name, d: d, seen: newSeenSet()}
-		arms = append(arms, ar)
-		done := make(chan struct{})
-		consumers = append(consumers, done)
-		go func() { consume(ctx, topic, from, ar.seen); close(done) }()
+		addArm(f.name, func(topic string) *daemon {
+			return startInformer(b, ns, f.flag, "-kafka", kfk.Addr(), "-topic", topic)
+		})
 	}
 	defer func() {
 		cancel()
