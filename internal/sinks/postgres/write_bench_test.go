@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,12 +56,17 @@ func BenchmarkWriteOfOneChange(b *testing.B) {
 // BenchmarkWriteOfARelistBatch is an initial sync's batch: 3,200 snapshots of new ~1 KB
 // ConfigMaps (the pipeline cuts relist batches at about that many), written with no
 // checkpoint as a relist's batches are. It reports the wall time per change: at an initial
-// sync the sink, PostgreSQL's time above all, is the bottleneck (docs/benchmarks.md). With
-// a debug logger, the sink's "wrote batch" lines give each step's share.
+// sync the sink, PostgreSQL's time above all, is the bottleneck (docs/benchmarks.md).
+// With -v the sink logs at debug level to stderr: its "wrote batch" lines give each
+// step's time (COPY into the stage, objects, changes, commit).
 func BenchmarkWriteOfARelistBatch(b *testing.B) {
 	const size = 3200
 	ctx := context.Background()
-	s, err := New(ctx, "warehouse", cluster, Options{DSN: pg.NewDatabase(b), Migrate: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s, err := New(ctx, "warehouse", cluster, Options{DSN: pg.NewDatabase(b), Migrate: true}, log)
 	if err != nil {
 		b.Fatal(err)
 	}
