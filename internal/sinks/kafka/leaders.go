@@ -31,8 +31,9 @@ import (
 // timeouts from now (a steady stream moves it once every half write timeout), and an idle connection is
 // dropped when next taken, not by a timer.
 //
-// Routing (which broker leads a partition) still comes from the Transport's metadata
-// cache, which it refreshes on its own.
+// Routing (which broker leads a partition) comes from the Transport's metadata cache,
+// which it refreshes on its own, except for a while after a failed send, when it is asked
+// of a broker over these connections (Sink.leaders).
 type leaderConns struct {
 	dial     func(ctx context.Context, network, address string) (net.Conn, error)
 	tls      *tls.Config // nil: plain TCP

@@ -140,3 +140,50 @@ func TestAFailedSendReadsThePartitionLeadersAgain(t *testing.T) {
 		t.Errorf("the send after the failed one: %v, want the leaders read again", err)
 	}
 }
+
+// A partition's leader moves to another live broker (a broker restarting, a
+// reassignment). The sink's Transport keeps routing to the old leader until its next
+// metadata refresh, up to 6 s away: the write after the one the old leader refused must
+// learn the new leaders from a broker, not from that cache.
+func TestTheWriteAfterALeaderMovedGoesToTheNewLeader(t *testing.T) {
+	k := testenv.NewKafka(t)
+	node, _, err := k.Cluster().AddNode(-1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, k, Options{CreateTopics: true, Partitions: 6})
+	ctx := testCtx(t)
+	b := spreadBatch(t, 12)
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// Every partition moves to the other broker (testenv's first is node 0).
+	topic := TopicName(DefaultTopic, "prod", deployments)
+	want := map[int32]int32{}
+	for p := range int32(6) {
+		to := node
+		if k.Cluster().LeaderFor(topic, p) == node {
+			to = 0
+		}
+		if err := k.Cluster().MoveTopicPartition(topic, p, to); err != nil {
+			t.Fatal(err)
+		}
+		want[p] = to
+	}
+	// The old leader refuses the moved partitions' records (NOT_LEADER_OR_FOLLOWER): they
+	// must reach the new leader in this write's own retry of its unacknowledged records
+	// or, at the latest, in the next write.
+	if err := s.Write(ctx, b); err != nil {
+		if retry.IsTerminal(err) {
+			t.Fatalf("a moved leader failed the write for good: %v", err)
+		}
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatalf("the write after the one the old leader refused: %v; want it sent to the new leader", err)
+		}
+	}
+	for p, to := range want {
+		if got := k.Cluster().LeaderFor(topic, p); got != to {
+			t.Fatalf("partition %d is led by node %d, want %d", p, got, to)
+		}
+	}
+}

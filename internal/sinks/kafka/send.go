@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -117,14 +118,28 @@ type partitionRecords struct {
 // kafka-go's Client.Produce routes a request. What it read is kept for leadersFresh, or
 // until a send fails: reading and copying the Transport's cache for every batch was 4% of
 // the daemon's CPU at 200 changes/s.
+//
+// After a failed send the Transport's cache may be what is wrong: a partition's leader
+// moved (a broker restarted, a reassignment) and the Transport learns it only at its next
+// refresh, up to transportMetadataTTL later, so every retry until then would go to the
+// old leader and fail again. For that long the topic's leaders are asked of a broker
+// directly (askLeaders), once per leadersFresh.
 func (s *Sink) leaders(ctx context.Context, topic string) (map[int]string, error) {
 	s.mu.Lock()
 	l, ok := s.leaderCache[topic]
+	ask := time.Now().Before(s.askUntil[topic])
 	s.mu.Unlock()
 	if ok && time.Since(l.at) < leadersFresh {
 		return l.addrs, nil
 	}
-	addrs, err := s.readLeaders(ctx, topic)
+	var addrs map[int]string
+	var err error
+	if ask {
+		addrs, err = s.askLeaders(ctx, topic, l.addrs)
+	}
+	if !ask || err != nil {
+		addrs, err = s.readLeaders(ctx, topic)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -147,10 +162,18 @@ type topicLeaders struct {
 	at    time.Time
 }
 
-// forgetLeaders makes the next send of topic read its leaders again.
+// forgetLeaders makes the next send of topic read its leaders again, from a broker
+// rather than the Transport's cache for transportMetadataTTL (see leaders). The leaders
+// read last stay, as brokers to ask.
 func (s *Sink) forgetLeaders(topic string) {
 	s.mu.Lock()
-	delete(s.leaderCache, topic)
+	if l, ok := s.leaderCache[topic]; ok {
+		s.leaderCache[topic] = topicLeaders{addrs: l.addrs} // stale: at is zero
+	}
+	if s.askUntil == nil {
+		s.askUntil = map[string]time.Time{}
+	}
+	s.askUntil[topic] = time.Now().Add(transportMetadataTTL)
 	s.mu.Unlock()
 }
 
@@ -160,7 +183,41 @@ func (s *Sink) readLeaders(ctx context.Context, topic string) (map[int]string, e
 	if err != nil {
 		return nil, fmt.Errorf("partition leaders of %s: %w", topic, err)
 	}
-	meta := r.(*metadataapi.Response)
+	return leadersOf(r.(*metadataapi.Response), topic)
+}
+
+// askLeaders asks the brokers for topic's leaders over the sink's own connections: the
+// bootstrap brokers first, then those of known (the leaders read last), until one
+// answers.
+func (s *Sink) askLeaders(ctx context.Context, topic string, known map[int]string) (map[int]string, error) {
+	addrs := slices.Clone(s.opts.Brokers)
+	var more []string
+	for _, a := range known {
+		if !slices.Contains(addrs, a) && !slices.Contains(more, a) {
+			more = append(more, a)
+		}
+	}
+	slices.Sort(more) // map order is random: ask in a stable one
+	addrs = append(addrs, more...)
+	var errs []error
+	for _, a := range addrs {
+		r, err := s.conns.roundTrip(ctx, a, &metadataapi.Request{TopicNames: []string{topic}})
+		if err == nil {
+			var out map[int]string
+			if out, err = leadersOf(r.(*metadataapi.Response), topic); err == nil {
+				return out, nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("partition leaders of %s: %w", topic, errors.Join(errs...))
+}
+
+// leadersOf reads topic's partition leaders from a metadata answer.
+func leadersOf(meta *metadataapi.Response, topic string) (map[int]string, error) {
 	if len(meta.Topics) != 1 {
 		return nil, fmt.Errorf("partition leaders of %s: %w", topic, kafka.UnknownTopicOrPartition)
 	}

@@ -90,6 +90,7 @@ type Sink struct {
 	topics      map[string]topicInfo    // topics known to exist
 	ids         []int                   // partitionIDs
 	leaderCache map[string]topicLeaders // leaders
+	askUntil    map[string]time.Time    // leaders: ask a broker rather than the Transport's cache until then
 }
 
 // topicInfo is what the sink knows of a topic it checked.

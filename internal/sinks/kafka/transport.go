@@ -22,6 +22,7 @@ func NewTransport(opts Options) (*kafka.Transport, error) {
 	t := &kafka.Transport{
 		Dial:        (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		DialTimeout: 5 * time.Second,
+		MetadataTTL: transportMetadataTTL,
 		ClientID:    "kube-cdc",
 	}
 	if opts.TLS.Enabled {
@@ -38,6 +39,10 @@ func NewTransport(opts Options) (*kafka.Transport, error) {
 	t.SASL = m
 	return t, nil
 }
+
+// transportMetadataTTL is how often the Transport refreshes its metadata (kafka-go's
+// default): how stale its routing can be after a partition's leader moves.
+const transportMetadataTTL = 6 * time.Second
 
 func tlsConfig(o TLS) (*tls.Config, error) {
 	c := &tls.Config{
