@@ -118,14 +118,21 @@ func TestAProduceTheBrokerSitsOnFailsAfterTheWriteTimeoutAndTheNextWriteGoesThro
 	}
 }
 
-func TestAFailedSendReadsThePartitionLeadersAgain(t *testing.T) {
-	k := testenv.NewKafka(t)
+// writtenSpread is a sink on k whose topic of 6 partitions holds spreadBatch(t, 12),
+// written once (so its leaders are known), with that batch to write again.
+func writtenSpread(t *testing.T, k *testenv.Kafka) (*Sink, context.Context, change.Batch) {
+	t.Helper()
 	s := newSink(t, k, Options{CreateTopics: true, Partitions: 6})
 	ctx := testCtx(t)
 	b := spreadBatch(t, 12)
 	if err := s.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	return s, ctx, b
+}
+
+func TestAFailedSendReadsThePartitionLeadersAgain(t *testing.T) {
+	s, ctx, b := writtenSpread(t, testenv.NewKafka(t))
 	// A leader that moved to a broker now gone: every partition's, still fresh.
 	topic := TopicName(DefaultTopic, "prod", deployments)
 	s.mu.Lock()
@@ -151,12 +158,7 @@ func TestTheWriteAfterALeaderMovedGoesToTheNewLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(t, k, Options{CreateTopics: true, Partitions: 6})
-	ctx := testCtx(t)
-	b := spreadBatch(t, 12)
-	if err := s.Write(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx, b := writtenSpread(t, k)
 	// Every partition moves to the other broker (testenv's first is node 0).
 	topic := TopicName(DefaultTopic, "prod", deployments)
 	want := map[int32]int32{}
