@@ -192,24 +192,6 @@ func clusterChurn(b *testing.B, sc *scaleCluster) {
 	fd.stop(b)
 }
 
-// waitFloorAt waits until the floor's table (informerbaseline's) holds an RV at or above
-// rv: its one watch delivers in RV order, so every earlier event is written too.
-func waitFloorAt(b *testing.B, conn *pgx.Conn, rv int64, d *daemon) {
-	b.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		var at int64
-		// The table does not exist until the program has connected: an error is a "not yet".
-		err := conn.QueryRow(context.Background(), `SELECT coalesce(max(resource_version), 0) FROM informer_objects`).Scan(&at)
-		if err == nil && at >= rv {
-			return
-		}
-		d.failIfExited(b)
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Fatalf("the raw watch floor did not reach RV %d within 3m\n%s", rv, readTail(d.logPath))
-}
-
 // pollChangesWithGaps records, every 2 ms on one connection, when each RV appeared in
 // kube_cdc.changes (ids above fromID; its commit time), until ctx ends. Several
 // transactions may write at once (a stream per resource): an id may commit after a higher

@@ -37,18 +37,33 @@ func startInformerOn(b *testing.B, kubeconfig, ns string, sinkArgs ...string) *d
 // RV in it, where a poll of its later writes begins.
 func waitInformerRows(b *testing.B, conn *pgx.Conn, want int, d *daemon) int64 {
 	b.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	return waitInformerTable(b, conn, d, fmt.Sprintf("write %d objects", want), func(n, _ int64) bool { return n >= int64(want) })
+}
+
+// waitFloorAt waits until informerbaseline's table holds an RV at or above rv: its one
+// watch delivers in RV order, so every earlier event is written too.
+func waitFloorAt(b *testing.B, conn *pgx.Conn, rv int64, d *daemon) {
+	b.Helper()
+	waitInformerTable(b, conn, d, fmt.Sprintf("reach RV %d", rv), func(_, at int64) bool { return at >= rv })
+}
+
+// waitInformerTable polls informerbaseline's table (its row count and highest RV) until
+// done says so, for at most 3 minutes, and returns the highest RV; what names the wait in
+// the failure.
+func waitInformerTable(b *testing.B, conn *pgx.Conn, d *daemon, what string, done func(n, rv int64) bool) int64 {
+	b.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		var n, rv int64
 		// The table does not exist until the program has connected: an error is a "not yet".
 		err := conn.QueryRow(context.Background(), `SELECT count(*), coalesce(max(resource_version), 0) FROM informer_objects`).Scan(&n, &rv)
-		if err == nil && n >= int64(want) {
+		if err == nil && done(n, rv) {
 			return rv
 		}
 		d.failIfExited(b)
 		time.Sleep(10 * time.Millisecond)
 	}
-	b.Fatalf("baseline B did not write %d objects within 2m\n%s", want, readTail(d.logPath))
+	b.Fatalf("informerbaseline did not %s within 3m\n%s", what, readTail(d.logPath))
 	return 0
 }
 
