@@ -24,7 +24,7 @@ type cursor struct {
 	sink     Sink
 	res      change.Resource
 	owns     func(change.Key) bool
-	lookup   func(context.Context, map[change.Key]change.Entry) (map[change.Key]string, error)
+	lookup   func(context.Context, map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
@@ -356,10 +356,12 @@ func (c *cursor) reconcile(ch change.Change) {
 
 // reconcileEnd ends the reconcile diff at the LIST's RV and moves the checkpoint to it.
 // Each key the sink holds (and this target owns) that the LIST did not show is looked up
-// in the cluster (Target.Lookup) and becomes an inferred delete at the LIST's RV when its
-// object is gone or no configured scope covers it any more; an object that exists in some
-// scope (another scope's, or this one's since the LIST) is left to the streams of those
-// scopes. When the lookup fails nothing is tombstoned: the next relist looks again.
+// in the cluster (Target.Lookup) and becomes an inferred delete of the held uid when its
+// object is gone, in no configured scope any more, or replaced by another uid (deleted
+// and created again around the LIST: ReasonRecreated); an object with the held uid that
+// exists in some scope (another scope's, or this one's since the LIST) is left to the
+// streams of those scopes. When the lookup fails nothing is tombstoned: the next relist
+// looks again.
 func (c *cursor) reconcileEnd(listRV change.RV) {
 	if c.index == nil {
 		return
@@ -383,14 +385,15 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	}
 	now := c.p.opts.Clock.Now()
 	for k, e := range left {
-		reason := change.ReasonGone
+		reason, rv := change.ReasonGone, listRV
 		if found != nil {
-			var ok bool
-			if reason, ok = found[k]; !ok {
-				continue // it exists in some scope: that scope streams it
+			p, ok := found[k]
+			if reason = p.End(e.UID); !ok || reason == "" {
+				continue // it exists in some scope (that scope streams it), or the lookup did not say
 			}
+			rv = c.endRV(listRV, e, p)
 		}
-		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: listRV,
+		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: rv,
 			Op: change.OpDelete, Inferred: true, Reason: reason, ObservedAt: now})
 		c.stats.deleted++
 		if reason == change.ReasonGone && len(c.rounds) > 0 && c.relistFrom > 0 && !c.travelled {
@@ -399,12 +402,27 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	}
 }
 
+// endRV is the RV of the inferred delete of held, which the LIST at listRV did not show
+// and under whose key the cluster holds p: the LIST's RV, except when another uid lives
+// under the key in another scope than this target's. That scope's stream may have written
+// the new object at an RV at or below the LIST's, which a delete at the LIST's RV would
+// bury; the delete goes just above the held version instead (the held object was deleted
+// after it and before the new one was created, so per key the RVs still grow). A new
+// object in this target's scope reaches its stream after the LIST (above listRV), so the
+// LIST's RV orders the delete before its create.
+func (c *cursor) endRV(listRV change.RV, held change.Entry, p change.Presence) change.RV {
+	if p.UID == "" || p.UID == held.UID || !p.InScope || p.Here || held.Epoch != c.epoch || held.RV+1 >= listRV {
+		return listRV
+	}
+	return held.RV + 1
+}
+
 // lookUpAttempts bounds the lookup's retries: a relist must not stall on it.
 const lookUpAttempts = 3
 
 // lookUp calls Target.Lookup for held, retrying a failure a few times with backoff; a
 // nil map and nil error when the target has no Lookup (every key is gone).
-func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]string, error) {
+func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 	if c.lookup == nil {
 		return nil, nil
 	}
@@ -419,7 +437,7 @@ func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]string
 				return nil, c.writeCtx.Err()
 			}
 		}
-		var found map[change.Key]string
+		var found map[change.Key]change.Presence
 		if found, err = c.lookup(c.writeCtx, held); err == nil {
 			return found, nil
 		}

@@ -33,13 +33,13 @@ type Target struct {
 	// held key is examined by some relist. Nil: every key of the resource.
 	Owns func(change.Key) bool
 	// Lookup asks the cluster, once per relist, about the keys the sink holds (and this
-	// target owns) that the LIST did not show. It returns the keys to tombstone, each
-	// with its reason: change.ReasonGone (no object with the held uid) or
-	// change.ReasonOutOfScope (the object exists, but no configured scope of the resource
-	// covers it). A key it leaves out exists in some scope (another scope's, or this one's
-	// since the LIST) and is left to that scope's stream. Nil: every such key is gone
-	// (right for a resource configured once, without selectors).
-	Lookup func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error)
+	// target owns) that the LIST did not show: what each holds now (change.Presence). The
+	// cursor tombstones, with the reason change.Presence.End gives, a key whose held
+	// object is gone, out of every scope, or replaced by another uid; a key whose held
+	// object exists in some scope (another scope's, or this one's since the LIST) is left
+	// to that scope's stream. Nil: every such key is gone (right for a resource
+	// configured once, without selectors).
+	Lookup func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
 	// Sweeps marks the one target of its resource whose relist also examines keys no
 	// target's namespaces cover (see Owns); a sink that holds checkpoints of scopes of the
 	// resource that no target has (ScopeKeeper) is relisted by it and then forgets them.

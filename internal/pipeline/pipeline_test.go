@@ -465,15 +465,16 @@ func TestTheReconcileDiffTombstonesOnlyWhatTheLookupSaysIsGoneOrOutOfScope(t *te
 			var asked []string
 			p := New(Options{MaxWait: time.Millisecond, Backoff: retry.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, []Sink{s}, []Target{{
 				Resource: cms,
-				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error) {
+				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 					for k := range held {
 						asked = append(asked, k.Name)
 					}
 					if failing {
 						return nil, errors.New("apiserver unavailable")
 					}
-					return map[change.Key]string{{Namespace: "ns", Name: "gone"}: change.ReasonGone,
-						{Namespace: "ns", Name: "out"}: change.ReasonOutOfScope}, nil
+					return map[change.Key]change.Presence{{Namespace: "ns", Name: "gone"}: {},
+						{Namespace: "ns", Name: "out"}:       {UID: "u-out"},
+						{Namespace: "ns", Name: "elsewhere"}: {UID: "u-elsewhere", InScope: true}}, nil
 				},
 				NewStream: func() Streamer {
 					return &script{done: done, events: func(change.RV) []change.Event {
