@@ -60,6 +60,11 @@ type cursor struct {
 
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
+	// Readiness: live is set once the stream is established (change.Established) and
+	// everything it emitted before is committed; liveAt is, until then, the checkpoint
+	// whose commit makes it so (0: not established yet).
+	live   atomic.Bool
+	liveAt atomic.Uint64
 
 	// Requested relists (resync.go): the rounds the relist under way answers, what it
 	// listed, wrote and found (drift.go), and the report to make once its last batch
@@ -190,6 +195,8 @@ func (c *cursor) handle(ev change.Event) error {
 		}
 		c.add(ev.Change)
 		c.pending = ev.Change.RV
+	case change.Established:
+		c.establish()
 	case change.Progress:
 		if ev.RV > c.pending {
 			if len(c.batch) == 0 {
@@ -234,6 +241,19 @@ func (c *cursor) handle(ev change.Event) error {
 		return c.flush()
 	}
 	return nil
+}
+
+// establish records that the stream is established: the cursor is live (ready) once
+// what was handled before is committed.
+func (c *cursor) establish() {
+	if c.live.Load() {
+		return
+	}
+	if !c.dirty() && c.inflight == nil && c.committed > 0 {
+		c.live.Store(true)
+		return
+	}
+	c.liveAt.Store(uint64(max(c.pending, 1)))
 }
 
 // loadEpoch reads the epoch of the sink's checkpoint, when the sink keeps one.
@@ -570,6 +590,9 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 			return fmt.Errorf("sink %s: forget stale scopes of %s: %w", c.sink.Name(), c.res.ID(), err)
 		}
 		c.forget = nil
+	}
+	if at := c.liveAt.Load(); at != 0 && uint64(c.committed) >= at && !relisting {
+		c.live.Store(true)
 	}
 	if c.committed > 0 && !relisting {
 		c.synced.Store(true)

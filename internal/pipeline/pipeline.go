@@ -231,9 +231,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// Ready reports nil once every resource has been synced into every sink and the last
-// write of each succeeded. Otherwise it names every degraded resource with its reason,
-// or else the first resource not synced yet.
+// Ready reports nil once every resource's stream into every sink is live and the last
+// write of each succeeded: its watch was accepted from the point the stream started
+// (the checkpoint it resumed, or the LIST's RV once its relist was written) and what the
+// stream emitted before that is committed. Otherwise it names every degraded resource
+// with its reason, or else the first resource not live yet.
 func (p *Pipeline) Ready() error {
 	var degraded []string
 	var notReady error
@@ -249,6 +251,10 @@ func (p *Pipeline) Ready() error {
 			for _, c := range st.cursors {
 				if !c.synced.Load() {
 					notReady = fmt.Errorf("sink %s: %s not synced yet", c.sink.Name(), c.res.ID())
+					break
+				}
+				if !c.live.Load() {
+					notReady = fmt.Errorf("sink %s: %s: the stream has not resumed from its checkpoint yet", c.sink.Name(), c.res.ID())
 					break
 				}
 				if err := c.lastErr.Load(); err != nil {

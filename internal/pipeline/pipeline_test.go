@@ -84,14 +84,15 @@ func (s *memSink) snapshot() ([]change.Change, change.RV) {
 	return append([]change.Change(nil), s.log...), s.ckpt
 }
 
-// script is a Streamer that emits fixed events, then waits for ctx.
+// script is a Streamer that emits fixed events, says it is established (as a watch that
+// went on), then waits for ctx.
 type script struct {
 	events func(from change.RV) []change.Event
 	done   chan struct{}
 }
 
 func (s *script) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
-	for _, ev := range s.events(from) {
+	for _, ev := range append(s.events(from), change.Event{Type: change.Established, RV: from}) {
 		if err := emit(ctx, ev); err != nil {
 			return nil
 		}
