@@ -52,7 +52,7 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 	}
 	want := Config{
 		Cluster:    "default",
-		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "paged", RelistJitter: 5 * time.Second},
+		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "auto", RelistJitter: 5 * time.Second},
 		Transforms: Transforms{RedactSecrets: true},
 		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 0, Buffer: 256, DetachAfter: 10 * time.Second},
 		Metrics:    Metrics{Address: "127.0.0.1:9464"},

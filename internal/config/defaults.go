@@ -25,7 +25,7 @@ func defaults() map[string]any {
 		"kubernetes.burst":             100,
 		"kubernetes.compression":       false,
 		"kubernetes.pageSize":          500,
-		"kubernetes.listMode":          "paged",
+		"kubernetes.listMode":          "auto",
 		"kubernetes.relistJitter":      5 * time.Second,
 		"transforms.redactSecrets":     true,
 		"pipeline.batchSize":           pipeline.DefaultBatchSize,
