@@ -23,6 +23,22 @@ type Config struct {
 	Metrics        Metrics        `koanf:"metrics"`
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
+
+	// origins says which layer above the defaults set a key, by its path
+	// ("transforms.digestKey"; inside a list's elements only what the environment set,
+	// "sinks[0].postgres.dsn"): the file's name, an environment variable's or a flag's
+	// ("--cluster"). Load fills it for messages about keys that conflict (named); nil when
+	// only defaults were used.
+	origins map[string]string
+}
+
+// named is key as a message about a conflict names it: with the layer that set it, as
+// "transforms.digestKey (from KUBE_CDC_TRANSFORMS__DIGESTKEY)", when Load knows it.
+func (c *Config) named(key string) string {
+	if o, ok := c.origins[key]; ok {
+		return key + " (from " + o + ")"
+	}
+	return key
 }
 
 // Kubernetes says how to reach the apiserver.

@@ -81,6 +81,13 @@ func scrub(err error, secrets []string) error {
 }
 
 func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
+	var origins map[string]string // see Config.origins
+	setBy := func(key, layer string) {
+		if origins == nil {
+			origins = map[string]string{}
+		}
+		origins[key] = layer
+	}
 	k := koanf.New(".")
 	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
 		return nil, errorf("defaults: %v", err)
@@ -93,6 +100,12 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 		}
 		if err := k.Load(confmap.Provider(m, ""), nil); err != nil {
 			return nil, errorf("%s: %v", opts.File, err)
+		}
+		file := koanf.New(".")
+		if err := file.Load(confmap.Provider(m, ""), nil); err == nil {
+			for _, key := range file.Keys() {
+				setBy(key, opts.File)
+			}
 		}
 	}
 
@@ -112,6 +125,13 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, kv := range scalars {
+		name, _, _ := strings.Cut(kv, "=")
+		setBy(envKey(name).path, name)
+	}
+	for _, e := range indexed {
+		setBy(e.key(), e.name)
+	}
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:      EnvPrefix,
 		EnvironFunc: func() []string { return scalars },
@@ -128,6 +148,9 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 			key := flagKey(f.Name)
 			if key == "" {
 				return "", nil
+			}
+			if f.Changed { // posflag skips the others
+				setBy(key, "--"+f.Name)
 			}
 			return key, posflag.FlagVal(fs, f)
 		}), nil); err != nil {
@@ -160,6 +183,7 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 	}); err != nil {
 		return nil, decodeError(err)
 	}
+	cfg.origins = origins
 	if cfg.LeaderElection.Identity == "" {
 		cfg.LeaderElection.Identity, _ = os.Hostname()
 	}
