@@ -24,11 +24,10 @@ type Config struct {
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
 
-	// origins says which layer above the defaults set a key, by its path
-	// ("transforms.digestKey"; inside a list's elements only what the environment set,
-	// "sinks[0].postgres.dsn"): the file's name, an environment variable's or a flag's
-	// ("--cluster"). Load fills it for messages about keys that conflict (named); nil when
-	// only defaults were used.
+	// origins says which layer set a key outside the lists, by its path
+	// ("transforms.digestKey"): the file's name or an environment variable's. Load fills
+	// it for messages about keys that conflict (named), whose keys no flag sets; nil when
+	// neither layer set any.
 	origins map[string]string
 }
 

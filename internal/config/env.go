@@ -66,22 +66,6 @@ func parseEnv(environ []string) (scalars []string, indexed []indexedEnv, _ error
 	return scalars, indexed, nil
 }
 
-// key is the path e sets as messages write it: "sinks[0].postgres.dsn".
-func (e indexedEnv) key() string {
-	var b strings.Builder
-	for i, s := range e.segs {
-		switch _, err := strconv.Atoi(s); {
-		case err == nil:
-			b.WriteString("[" + s + "]")
-		case i > 0:
-			b.WriteString("." + s)
-		default:
-			b.WriteString(s)
-		}
-	}
-	return b.String()
-}
-
 func (e indexedEnv) apply(raw map[string]any) error {
 	var cur any = raw
 	for i, seg := range e.segs {

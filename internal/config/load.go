@@ -129,9 +129,6 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 		name, _, _ := strings.Cut(kv, "=")
 		setBy(envKey(name).path, name)
 	}
-	for _, e := range indexed {
-		setBy(e.key(), e.name)
-	}
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:      EnvPrefix,
 		EnvironFunc: func() []string { return scalars },
@@ -148,9 +145,6 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 			key := flagKey(f.Name)
 			if key == "" {
 				return "", nil
-			}
-			if f.Changed { // posflag skips the others
-				setBy(key, "--"+f.Name)
 			}
 			return key, posflag.FlagVal(fs, f)
 		}), nil); err != nil {
