@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -254,6 +255,23 @@ metrics:
 	if out := other.out.String(); out != "" {
 		t.Errorf("the run that could not serve its metrics wrote changes before it stopped:\n%s", out)
 	}
+
+	// An address held by something other than a kube-cdc fails the start at once, --wait
+	// or not, rather than the takeover later.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := start(t, "run", "-c", writeConfig(t, opsConfigYAML(dsn, ns, ln.Addr().String(), "")), "--wait")
+	code, stderr = held.wait(60 * time.Second)
+	last = strings.TrimSpace(stderr)
+	last = last[strings.LastIndex(last, "\n")+1:]
+	if code != 1 || !strings.Contains(last, "address already in use") || !strings.Contains(last, "give each process its own metrics.address") ||
+		strings.Contains(stderr, "waiting for its writer lock") {
+		t.Errorf("a standby whose metrics address another program holds: exit %d, want 1 before waiting, with a last line naming the fix:\n%s", code, stderr)
+	}
+
 	if code := b.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}

@@ -99,19 +99,21 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		g.Go(func() error { return metrics.ServeListener(gctx, ln, m, ready, cfg.Metrics.Pprof, log) })
 	}
 	// The endpoint is bound before anything else, so that a standby (a leader-election
-	// standby, one with --wait) answers /healthz and /readyz while it waits, unless its
-	// address is in use: then most likely by the kube-cdc this one would stand by for, on
-	// the same host with the same config. Failing on that would end a standby before it
-	// reaches the writer lock or the lease, so the address is bound again once this
-	// process may stream (metricsWhenStreaming), when the other has let go of both.
+	// standby, one with --wait) answers /healthz and /readyz while it waits, unless a
+	// kube-cdc answers at its address already: most likely the one this one would stand
+	// by for, on the same host with the same config. Failing on that would end a standby
+	// before it reaches the writer lock or the lease (and refuse a second run for the
+	// address rather than for the writer lock), so the address is bound again once this
+	// process may stream (metricsWhenStreaming), when the other has let go of both. An
+	// address held by anything else fails the start, as it would fail the takeover.
 	var metricsWhenStreaming func(context.Context) error
 	if addr := cfg.Metrics.Address; addr != "" {
 		ln, err := metrics.Listen(ctx, addr)
 		switch {
 		case err == nil:
 			serveMetrics(ln)
-		case errors.Is(err, syscall.EADDRINUSE):
-			log.Info("metrics address in use (by the kube-cdc this one stands by for, if that runs on this host); serving /metrics, /healthz and /readyz there once this process streams",
+		case errors.Is(err, syscall.EADDRINUSE) && daemonState(ctx, cfg, nil).Reachable:
+			log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
 				"address", addr)
 			// A holder that stops lets go of its address before its writer lock or its
 			// lease; one killed lets go of both at once. The grace covers the latter.
@@ -128,7 +130,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 				return nil
 			}
 		default:
-			return err
+			return metricsInUse(err)
 		}
 	}
 	if len(crds.Resources) > 0 {
@@ -233,7 +235,7 @@ func metricsInUse(err error) error {
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return err
 	}
-	return fmt.Errorf(`%w; another process serves this address (a second kube-cdc on this host?): give each process its own metrics.address (--metrics-address, KUBE_CDC_METRICS__ADDRESS), or "" to serve none`, err)
+	return fmt.Errorf(`%w; another process serves this address (another kube-cdc on this host?): give each process its own metrics.address (--metrics-address, KUBE_CDC_METRICS__ADDRESS), or "" to serve none`, err)
 }
 
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
