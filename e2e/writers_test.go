@@ -276,3 +276,37 @@ metrics:
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 }
+
+// The same for leader election (issue 24): a standby on its leader's host with the same
+// metrics address campaigns instead of dying on the address, and serves it once it leads.
+func TestALeaderElectionStandbyOnItsLeadersHostWithTheSameMetricsAddressServesItOnceItLeads(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
+	ns := namespace(t, "le")
+	dsn := pg.NewDatabase(t)
+	if _, err := kube.Clientset().CoreV1().ConfigMaps(ns).Create(context.Background(), configMap(ns, "cm", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addr := opsFreeAddr(t)
+	a := start(t, "run", "-c", opsLeaderConfig(t, dsn, ns, "replica-a", addr))
+	opsWaitLog(t, a, "became the leader", 30*time.Second)
+	waitSynced(t, dsn)
+	b := start(t, "run", "-c", opsLeaderConfig(t, dsn, ns, "replica-b", addr))
+	opsWaitLog(t, b, "campaigning for the lease", 30*time.Second)
+	opsWaitLog(t, b, "metrics address in use by a kube-cdc", 10*time.Second)
+
+	if code := a.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("the leader's exit code %d after SIGTERM, want 0", code)
+	}
+	opsWaitLog(t, b, "became the leader", 30*time.Second)
+	// Only b can answer on addr now; it streams.
+	eventually(t, 30*time.Second, func() error {
+		code, body, err := opsGet("http://" + addr + "/metrics")
+		if err != nil || code != 200 || !strings.Contains(body, "kube_cdc_streaming 1\n") {
+			return fmt.Errorf("/metrics on %s after the takeover: %d, %v, streaming 1 %v", addr, code, err, strings.Contains(body, "kube_cdc_streaming 1\n"))
+		}
+		return nil
+	})
+	if code := b.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("the new leader's exit code %d after SIGTERM, want 0", code)
+	}
+}
