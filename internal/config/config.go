@@ -23,6 +23,21 @@ type Config struct {
 	Metrics        Metrics        `koanf:"metrics"`
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
+
+	// origins says which layer set a key outside the lists, by its path
+	// ("transforms.digestKey"): the file's name or an environment variable's. Load fills
+	// it for messages about keys that conflict (named), whose keys no flag sets; nil when
+	// neither layer set any.
+	origins map[string]string
+}
+
+// named is key as a message about a conflict names it: with the layer that set it, as
+// "transforms.digestKey (from KUBE_CDC_TRANSFORMS__DIGESTKEY)", when Load knows it.
+func (c *Config) named(key string) string {
+	if o, ok := c.origins[key]; ok {
+		return key + " (from " + o + ")"
+	}
+	return key
 }
 
 // Kubernetes says how to reach the apiserver.

@@ -115,7 +115,8 @@ func (c *Config) validateTransforms() error {
 	t.fileKey = nil
 	if t.DigestKeyFile != "" {
 		if t.DigestKey != "" {
-			return keyErrorf("transforms.digestKeyFile", "set transforms.digestKey or transforms.digestKeyFile, not both")
+			// One of them may come from the environment, out of sight of the file.
+			return keyErrorf("transforms.digestKeyFile", "set %s or %s, not both", c.named("transforms.digestKey"), c.named("transforms.digestKeyFile"))
 		}
 		b, err := os.ReadFile(t.DigestKeyFile)
 		if err != nil {

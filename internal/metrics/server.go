@@ -76,19 +76,36 @@ func Serve(ctx context.Context, addr string, m *Metrics, ready func() error, pro
 		<-ctx.Done()
 		return nil
 	}
+	ln, err := Listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return ServeListener(ctx, ln, m, ready, profiling, log)
+}
+
+// Listen opens the endpoint's listener on addr, for a caller that binds it apart from
+// serving it (`kube-cdc run` binds an address another process holds only once it may
+// stream). An address in use is an error that wraps syscall.EADDRINUSE.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// ServeListener is Serve on a listener already open (Listen); it closes ln.
+func ServeListener(ctx context.Context, ln net.Listener, m *Metrics, ready func() error, profiling bool, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
-	}
+	addr := ln.Addr().String()
 	srv := &http.Server{
 		Handler:           Mux(m, ready, profiling),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("serving /metrics, /healthz and /readyz", "address", ln.Addr().String())
+	log.Info("serving /metrics, /healthz and /readyz", "address", addr)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
