@@ -130,7 +130,7 @@ func TestARoleBindingRevokedUnderAnOpenWatchIsNamedByStatusWhileTheDataFlowsOnAn
 		t.Errorf("status -o json: access to configmaps denied %v (%q), want list and watch in namespace %s", denied, detail, ns)
 	}
 	code, out := runCLI(t, "status", "-c", cfg)
-	if code != 0 || !regexp.MustCompile(`(?m)^ACCESS LOST: resource configmaps \(scope namespace=`+ns+`\): list, watch denied for \d+s: list, watch configmaps not allowed in namespace `+ns+`\b`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^ACCESS LOST: resource configmaps \(scope namespace=`+ns+`\): list, watch denied for [0-9hms]+: list, watch configmaps not allowed in namespace `+ns+`\b`).MatchString(out) {
 		t.Errorf("status: exit %d, no ACCESS LOST line for configmaps:\n%s", code, out)
 	}
 	if lines := isoLogLines(d, "access lost", "configmaps"); len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") ||

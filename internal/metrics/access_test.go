@@ -34,6 +34,17 @@ func TestAResourceWhoseAccessWasRevokedIsOneSeriesPerVerbDeniedUntilItIsAllowedA
 		t.Errorf("/resources: degraded %+v; a resource whose access was revoked still streams", a.Degraded)
 	}
 
+	// Once the re-watch failed and pods degraded, /resources names it among the degraded
+	// only; the gauge still says what is denied.
+	m.Degraded("pods", "", "forbidden", "pods is forbidden", since)
+	if a := resources(t, m); len(a.AccessDenied) != 1 || a.AccessDenied[0].Resource != "configmaps" || len(a.Degraded) != 1 {
+		t.Errorf("/resources after pods degraded: accessDenied %+v, degraded %+v; want configmaps, and pods degraded", a.AccessDenied, a.Degraded)
+	}
+	if text := scrape(t, m.Handler()); !strings.Contains(text, `kube_cdc_resource_access_denied{resource="pods",scope="",verb="watch"} 1`) {
+		t.Errorf("the gauge of pods' denied watch went when pods degraded:\n%s", text)
+	}
+	m.Degraded("pods", "", "", "", time.Time{})
+
 	// list allowed again, watch still denied: only the watch series stays.
 	m.AccessDenied("configmaps", "ab12cd", []string{"watch"}, "watch configmaps not allowed in namespace shop", since)
 	text = scrape(t, m.Handler())

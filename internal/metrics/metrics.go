@@ -415,7 +415,8 @@ func (m *Metrics) AccessDenied(resource, scope string, denied []string, detail s
 }
 
 // AccessDenials are the resources that stream but whose next re-watch or relist will
-// fail, by resource and scope.
+// fail, by resource and scope. A resource that no longer streams is not among them: its
+// Degradation says more.
 func (m *Metrics) AccessDenials() []AccessDenial {
 	if m == nil {
 		return nil
@@ -423,8 +424,10 @@ func (m *Metrics) AccessDenials() []AccessDenial {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]AccessDenial, 0, len(m.deniedBy))
-	for _, d := range m.deniedBy {
-		out = append(out, d)
+	for k, d := range m.deniedBy {
+		if _, degraded := m.degradedBy[k]; !degraded {
+			out = append(out, d)
+		}
 	}
 	slices.SortFunc(out, func(a, b AccessDenial) int {
 		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Scope, b.Scope))
