@@ -139,15 +139,17 @@ func TestLogsInJSONIncludeClientGosLeaderElection(t *testing.T) {
 func TestASIGTERMLogsNoWarningNorError(t *testing.T) {
 	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "q")
-	dsn := pg.NewDatabase(t)
 	createConfigMaps(t, ns, 0, 2, nil)
-	cfg := writeConfig(t, logsConfigYAML(dsn, ns, ""))
-	// Several runs: the warning came from a race between the watch's request and the
-	// reflector's stop, so one clean run proves little.
-	for i := range 3 {
-		d := start(t, "run", "-c", cfg, "--log-format", "json")
-		waitSynced(t, dsn)
-		// The reflector of the resnapshot signals has its watch open.
+	// Many runs: the warning came from a race between the watch's request and the
+	// reflector's stop, lost in one SIGTERM of six to fifteen here (2 of 12, 2 of 30), so
+	// one clean run proves little. A run takes about a second. Each syncs a database of
+	// its own, so that each logs "all resources synced". internal/signal's test stops the
+	// reflector a hundred times, which finds the race every time.
+	for i := range 20 {
+		dsn := pg.NewDatabase(t)
+		d := start(t, "run", "-c", writeConfig(t, logsConfigYAML(dsn, ns, "")), "--log-format", "json")
+		// By then the reflector of the resnapshot signals, started before the streams,
+		// has listed and opened its watch.
 		opsWaitLog(t, d, `"all resources synced"`, 60*time.Second)
 		if code := d.stop(syscall.SIGTERM); code != 0 {
 			t.Errorf("run %d: exit code %d after SIGTERM, want 0", i, code)
