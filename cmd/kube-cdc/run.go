@@ -188,6 +188,12 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 			sctx, stopSignals := context.WithCancel(gctx)
 			defer stopSignals()
 			go serveSignals(sctx, cfg, cs, p, log) // resnapshot requests (resnapshot.go)
+			// RBAC revoked under an open watch shows only when the watch re-opens; the
+			// access check names it before, while the data still flows.
+			access := &source.AccessCheck{Client: cs, Targets: targets, Interval: cfg.Kubernetes.AccessCheckInterval, Log: log, Observer: m}
+			accessDone := make(chan struct{})
+			go func() { defer close(accessDone); access.Run(sctx) }()
+			defer func() { stopSignals(); <-accessDone }() // its records cleared before m.Streaming(false)
 		}
 		return p.Run(gctx)
 	}

@@ -64,6 +64,12 @@ type Kubernetes struct {
 	// up to this long before it relists, so that an apiserver restart does not make every
 	// resource LIST at once. Default 5s; 0 relists at once.
 	RelistJitter time.Duration `koanf:"relistJitter"`
+	// AccessCheckInterval: this often the daemon asks the apiserver (two
+	// SelfSubjectAccessReviews per resource and scope) whether it may still list and
+	// watch each resource it streams. The apiserver asks RBAC only when a watch opens, so
+	// a revoked permission shows otherwise only at the next re-watch (5–10 minutes later),
+	// when the resource degrades. Default 1m; 0 turns the check off.
+	AccessCheckInterval time.Duration `koanf:"accessCheckInterval"`
 }
 
 // Resource is one resource to stream.

@@ -52,7 +52,7 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 	}
 	want := Config{
 		Cluster:    "default",
-		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "auto", RelistJitter: 5 * time.Second},
+		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "auto", RelistJitter: 5 * time.Second, AccessCheckInterval: time.Minute},
 		Transforms: Transforms{RedactSecrets: true},
 		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 0, Buffer: 256, DetachAfter: 10 * time.Second},
 		Metrics:    Metrics{Address: "127.0.0.1:9464"},
@@ -261,6 +261,7 @@ func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
 		{"unknown log level", "log: {level: verbose}", nil, "log.level", `unknown log level "verbose"`},
 		{"unknown log format", "log: {format: xml}", nil, "log.format", `"xml"`},
 		{"zero qps", "kubernetes: {qps: 0}", nil, "kubernetes.qps", "greater than 0"},
+		{"negative access check interval", "kubernetes: {accessCheckInterval: -1s}", nil, "kubernetes.accessCheckInterval", "negative"},
 		{"negative batch size", "pipeline: {batchSize: -1}", nil, "pipeline.batchSize", "greater than 0"},
 		{"bad drop path", "transforms: {drop: [\"metadata..x\"]}", nil, "transforms.drop[0]", ""},
 		{"leader election timing", "leaderElection: {enabled: true, leaseDuration: 5s}", nil, "leaderElection.leaseDuration", "renewDeadline"},

@@ -67,6 +67,8 @@ func (c *Config) validateKubernetes() error {
 		return keyErrorf("kubernetes.listMode", "unknown list mode %q (want %s)", k.ListMode, strings.Join(listModes, ", "))
 	case k.RelistJitter < 0:
 		return keyErrorf("kubernetes.relistJitter", "must not be negative (0 relists at once), got %v", k.RelistJitter)
+	case k.AccessCheckInterval < 0:
+		return keyErrorf("kubernetes.accessCheckInterval", "must not be negative (0 turns the check off), got %v", k.AccessCheckInterval)
 	}
 	return nil
 }
