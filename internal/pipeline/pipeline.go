@@ -407,7 +407,7 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 		}
 		c := newCursor(p, s, t, ck, writeCtx)
 		c.forget = forget
-		c.travelAtRelist = travel
+		c.diff.atStart = travel
 		cursors[i] = c
 		subs[i] = &subscriber{c: c, q: make(chan change.Event, p.opts.Buffer)}
 		if i == 0 || ck < from {

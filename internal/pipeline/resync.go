@@ -23,9 +23,9 @@ import (
 //
 // A request is a round per resource. The stream loop takes the rounds pending when it
 // starts a stream and stamps their number on that stream's first RelistBegin
-// (change.Event.RV, which a RelistBegin does not otherwise carry): each cursor learns,
-// in its queue's order, which requests its relist answers, and reports to them once the
-// relist's last batch is committed.
+// (change.Event.Round): each cursor's reconcile diff learns, in its queue's order, which
+// requests its relist answers, and reports to them once the relist's last batch is
+// committed.
 
 // RelistResult is what one requested relist did in one sink.
 type RelistResult struct {
@@ -116,7 +116,7 @@ func (q *requests) takeAll() []*round {
 }
 
 // roundBook numbers the rounds a stream relists for, so that cursors find them by the
-// number stamped on RelistBegin.
+// number stamped on RelistBegin (change.Event.Round).
 type roundBook struct {
 	last atomic.Uint64
 	mu   sync.Mutex
@@ -265,7 +265,7 @@ func stampRelist(emit func(context.Context, change.Event) error, id uint64) func
 		switch {
 		case ended:
 		case ev.Type == change.RelistBegin:
-			ev.RV = change.RV(id)
+			ev.Round = id
 		case ev.Type == change.RelistEnd:
 			ended = true
 		}
@@ -273,70 +273,44 @@ func stampRelist(emit func(context.Context, change.Event) error, id uint64) func
 	}
 }
 
-// beginRequested attaches the rounds a RelistBegin is stamped with to the relist under
-// way. Rounds attached to a relist cut short stay attached: the next relist answers them.
-func (c *cursor) beginRequested(ev change.Event) {
-	c.stats = relistStats{}
-	if ev.RV == 0 {
+// attach attaches the rounds numbered id (a RelistBegin's change.Event.Round) to the
+// relist under way, and starts its statistics afresh. Rounds attached to a relist cut
+// short stay attached: the next relist answers them.
+func (d *reconcileDiff) attach(id uint64) {
+	d.stats = relistStats{}
+	if id == 0 {
 		return
 	}
-	for _, r := range c.p.rounds.get(uint64(ev.RV)) {
-		if !slices.Contains(c.rounds, r) {
-			c.rounds = append(c.rounds, r)
+	for _, r := range d.p.rounds.get(id) {
+		if !slices.Contains(d.rounds, r) {
+			d.rounds = append(d.rounds, r)
 		}
 	}
 }
 
-// abandonRounds reports to the rounds attached to a relist that will not end in this
-// cursor (its stream ended: the resource degraded, or the sink was detached) that it did
-// not finish, so that nobody waits for it in vain.
-func (c *cursor) abandonRounds() {
-	if len(c.rounds) == 0 {
+// abandon reports to the rounds attached to a relist that will not end in this cursor
+// (its stream ended: the resource degraded, or the sink was detached) that it did not
+// finish, so that nobody waits for it in vain.
+func (d *reconcileDiff) abandon() {
+	if len(d.rounds) == 0 {
 		return
 	}
-	res := RelistResult{Sink: c.sink.Name(), Resource: c.res.ID(), Scope: c.res.Scope,
+	res := RelistResult{Sink: d.sink.Name(), Resource: d.res.ID(), Scope: d.res.Scope,
 		Skipped: "the stream ended before the relist did (the resource degraded, or the sink fell behind)"}
-	for _, r := range c.rounds {
+	for _, r := range d.rounds {
 		r.report(res)
 	}
-	c.rounds = nil
+	d.rounds = nil
 }
 
 // full says whether the relist under way writes every listed object.
-func (c *cursor) full() bool {
-	for _, r := range c.rounds {
+func (d *reconcileDiff) full() bool {
+	for _, r := range d.rounds {
 		if r.full {
 			return true
 		}
 	}
 	return false
-}
-
-// endRelist reports drift and returns what to call once the relist's last batch is
-// committed: report to the rounds the relist answers (nil when none).
-func (c *cursor) endRelist() func() {
-	c.reportDrift(&c.stats)
-	if len(c.rounds) == 0 {
-		return nil
-	}
-	s, rounds := c.stats, c.rounds
-	c.rounds = nil
-	res := RelistResult{Sink: c.sink.Name(), Resource: c.res.ID(), Scope: c.res.Scope,
-		Listed: s.listed, Written: s.written, Deleted: s.deleted}
-	for i, kind := range driftKinds {
-		if s.drift[i] > 0 {
-			if res.Drift == nil {
-				res.Drift = map[string]int{}
-			}
-			res.Drift[kind] = s.drift[i]
-		}
-	}
-	return func() {
-		c.log.Info("requested relist written", "listed", res.Listed, "written", res.Written, "deleted", res.Deleted)
-		for _, r := range rounds {
-			r.report(res)
-		}
-	}
 }
 
 // resyncJitter spreads resyncs over ±15% of the interval, so that resources configured
