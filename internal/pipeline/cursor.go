@@ -57,10 +57,11 @@ type cursor struct {
 	diff *reconcileDiff // relists: the reconcile diff, its rounds and progress
 }
 
-func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Context) *cursor {
-	log := p.opts.Log.With("sink", s.Name(), "resource", t.Resource.ID())
-	c := &cursor{p: p, sink: s, res: t.Resource, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx, log: log,
-		diff: newReconcileDiff(p, s, t, writeCtx, log)}
+// newCursor is a cursor of target t, resolved as res, into sink s from checkpoint ck.
+func newCursor(p *Pipeline, s Sink, t Target, res change.Resource, ck change.RV, writeCtx context.Context) *cursor {
+	log := p.opts.Log.With("sink", s.Name(), "resource", res.ID())
+	c := &cursor{p: p, sink: s, res: res, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx, log: log,
+		diff: newReconcileDiff(p, s, t, res, writeCtx, log)}
 	c.synced.Store(ck > 0)
 	return c
 }

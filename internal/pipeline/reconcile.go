@@ -24,8 +24,7 @@ type reconcileDiff struct {
 	p      *Pipeline
 	sink   Sink
 	res    change.Resource
-	owns   func(change.Key) bool                                                                      // Target.Owns
-	lookup func(context.Context, map[change.Key]change.Entry) (map[change.Key]change.Presence, error) // Target.Lookup
+	target Target
 	log    *slog.Logger
 	ctx    context.Context // the cursor's write context
 
@@ -57,8 +56,8 @@ type diffStep struct {
 	changes []change.Change
 }
 
-func newReconcileDiff(p *Pipeline, s Sink, t Target, ctx context.Context, log *slog.Logger) *reconcileDiff {
-	return &reconcileDiff{p: p, sink: s, res: t.Resource, owns: t.Owns, lookup: t.Lookup, ctx: ctx, log: log,
+func newReconcileDiff(p *Pipeline, s Sink, t Target, res change.Resource, ctx context.Context, log *slog.Logger) *reconcileDiff {
+	return &reconcileDiff{p: p, sink: s, res: res, target: t, ctx: ctx, log: log,
 		progress: relistProgress{p: p, log: log}}
 }
 
@@ -91,7 +90,7 @@ func (d *reconcileDiff) loadIndex() error {
 	err := retry.Do(d.ctx, d.p.opts.Backoff, d.log, "read key index", func(ctx context.Context) error {
 		idx = &keyindex.Index{}
 		return d.sink.KeyIndex(ctx, d.res, func(k change.Key, e change.Entry) error {
-			if d.owns == nil || d.owns(k) {
+			if d.target.Owns(k) {
 				idx.Add(k, e)
 			}
 			return nil
@@ -252,12 +251,8 @@ func (d *reconcileDiff) endRV(listRV change.RV, held change.Entry, p change.Pres
 // lookUpAttempts bounds the lookup's retries: a relist must not stall on it.
 const lookUpAttempts = 3
 
-// lookUp calls Target.Lookup for held, retrying a failure a few times with backoff; a
-// nil map and nil error when the target has no Lookup (every key is gone).
+// lookUp calls Target.Lookup for held, retrying a failure a few times with backoff.
 func (d *reconcileDiff) lookUp(held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
-	if d.lookup == nil {
-		return nil, nil
-	}
 	var err error
 	for attempt := range lookUpAttempts {
 		if attempt > 0 {
@@ -270,7 +265,7 @@ func (d *reconcileDiff) lookUp(held map[change.Key]change.Entry) (map[change.Key
 			}
 		}
 		var found map[change.Key]change.Presence
-		if found, err = d.lookup(d.ctx, held); err == nil {
+		if found, err = d.target.Lookup(d.ctx, held); err == nil {
 			return found, nil
 		}
 		if retry.IsTerminal(err) {

@@ -167,7 +167,7 @@ func (p *Pipeline) Relist(ctx context.Context, resources []string, full bool) ([
 	for _, name := range resources {
 		n := len(sts)
 		for _, st := range p.states {
-			if name == st.t.Resource.ID() || name == st.t.Resource.Resource {
+			if name == st.res.ID() || name == st.res.Resource {
 				sts = append(sts, st)
 			}
 		}
@@ -201,16 +201,16 @@ func (p *Pipeline) Relist(ctx context.Context, resources []string, full bool) ([
 func (p *Pipeline) resourceNames() []string {
 	var names []string
 	for _, st := range p.states {
-		names = append(names, st.t.Resource.ID())
+		names = append(names, st.res.ID())
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
 }
 
-// streamLoop runs t's shared stream into subs from RV from until ctx ends or the stream
+// streamLoop runs st's shared stream into subs from RV from until ctx ends or the stream
 // returns; a round asked meanwhile (or pending when it starts) cuts the stream and starts
 // it again from 0, the relist answering the round.
-func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, t Target, from change.RV, subs []*subscriber) error {
+func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, from change.RV, subs []*subscriber) error {
 	q := p.requests[st]
 	for {
 		var id uint64
@@ -222,7 +222,7 @@ func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, t Target, 
 					continue
 				}
 				for _, r := range rs {
-					r.skip(RelistResult{Sink: s.c.sink.Name(), Resource: t.Resource.ID(), Scope: t.Resource.Scope,
+					r.skip(RelistResult{Sink: s.c.sink.Name(), Resource: st.res.ID(), Scope: st.res.Scope,
 						Skipped: "detached from the shared stream (not keeping up); it catches up from its own checkpoint"})
 				}
 			}
@@ -247,7 +247,7 @@ func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, t Target, 
 		if id != 0 {
 			emit = stampRelist(emit, id)
 		}
-		err := p.newStream(st, t).Run(sctx, from, emit)
+		err := p.stream(sctx, st, from, emit)
 		close(stop)
 		cancel()
 		if ctx.Err() != nil || !cut.Load() || (err != nil && !errors.Is(err, context.Canceled)) {
@@ -320,7 +320,7 @@ const resyncJitter = 0.15
 // resync asks st's resource to relist every Target.Resync (jittered) while ctx lasts,
 // once the previous resync is written; it does not wait while a relist is under way.
 func (p *Pipeline) resync(ctx context.Context, st *resourceState) {
-	every := st.t.Resync
+	every := st.t.Resync()
 	var last *round
 	for {
 		d := time.Duration(float64(every) * (1 - resyncJitter + 2*resyncJitter*rand.Float64()))
