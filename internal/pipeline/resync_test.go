@@ -194,3 +194,32 @@ func TestAResyncRelistsOnTheClockAndAnUnchangedResyncWritesNothing(t *testing.T)
 		t.Errorf("unchanged resyncs wrote %d changes, want none: %v", len(log), log)
 	}
 }
+
+// A requested relist's round is stamped on its stream's RelistBegin events, in their own
+// field (change.Event.Round), up to the relist's end; the events' RV stays the stream's.
+func TestARequestedRoundIsStampedOnTheRelistsBeginsInItsOwnField(t *testing.T) {
+	var got []change.Event
+	emit := stampRelist(func(_ context.Context, ev change.Event) error {
+		got = append(got, ev)
+		return nil
+	}, 7)
+	for _, ev := range []change.Event{
+		{Type: change.RelistBegin},
+		{Type: change.RelistBegin}, // the relist failed part-way and began again
+		listed(obj("a", "ua", 10)),
+		{Type: change.RelistEnd, RV: 20},
+		{Type: change.RelistBegin}, // a later relist (410) answers no request
+	} {
+		if err := emit(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []uint64{7, 7, 0, 0, 0} {
+		if got[i].Round != want {
+			t.Errorf("event %d (%s): round %d, want %d", i, got[i].Type, got[i].Round, want)
+		}
+	}
+	if got[0].RV != 0 || got[3].RV != 20 {
+		t.Errorf("RVs %d and %d, want the stream's: 0 and 20", got[0].RV, got[3].RV)
+	}
+}
