@@ -366,15 +366,17 @@ func TestAResourceNotServedAtStartWaitsAndIsStreamedAsServedOnceItIs(t *testing.
 	defer stop()
 	<-done
 	waitFor(t, func() bool { return len(s.rvs(cms)) == 1 })
+	// Its first resolve may fail after cms wrote: wait for it (the first backoff), then
+	// Ready must name it.
+	waits.await(t)
 	if got := readyErr(p); !strings.Contains(got, "resource widgets.example.com degraded (not served)") {
 		t.Errorf("Ready: %q, want widgets named as not served", got)
 	}
 	// Retries while it is not served resolve again and stream nothing.
 	for range 3 {
-		waits.await(t)
 		clk.Step(time.Second)
+		waits.await(t) // the retry failed too
 	}
-	waits.await(t) // the third retry failed too
 	if n := len(ws.from()); n != 0 {
 		t.Fatalf("%d streams of a resource not served, want none", n)
 	}

@@ -295,10 +295,10 @@ func (s *failSink) Write(context.Context, change.Batch) error { return terminal(
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // generous: CI may share the machine
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
+			t.Fatal("condition not met within 30s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
