@@ -199,12 +199,12 @@ func (f *File) KeyIndex(ctx context.Context, sink string, res change.Resource, f
 			})
 		}
 		if len(buckets) == 1 { // the usual case: stream it, no map
-			return each(buckets[0], func(k []byte, e change.Entry) error { return fn(parseKey(string(k)), e) })
+			return each(buckets[0], func(k []byte, e change.Entry) error { return fn(change.ParseKey(string(k)), e) })
 		}
 		merged := map[string]change.Entry{}
 		for _, keys := range buckets {
 			err := each(keys, func(k []byte, e change.Entry) error {
-				if old, ok := merged[string(k)]; !ok || old.Epoch < e.Epoch || old.Epoch == e.Epoch && old.RV < e.RV {
+				if old, ok := merged[string(k)]; !ok || old.Version().Compare(e.Version()) < 0 {
 					merged[string(k)] = e
 				}
 				return nil
@@ -214,7 +214,7 @@ func (f *File) KeyIndex(ctx context.Context, sink string, res change.Resource, f
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(merged)) {
-			if err := fn(parseKey(k), merged[k]); err != nil {
+			if err := fn(change.ParseKey(k), merged[k]); err != nil {
 				return err
 			}
 		}
@@ -315,7 +315,7 @@ func commitTx(tx *bolt.Tx, sink string, b change.Batch) error {
 		c := &b.Changes[i]
 		k := []byte(c.Key.String())
 		if old := keys.Get(k); old != nil {
-			if epoch, rv, err := decodeVersion(old); err == nil && olderThan(c, epoch, rv) {
+			if v, err := decodeVersion(old); err == nil && olderThan(c, v) {
 				continue
 			}
 		}
@@ -330,7 +330,7 @@ func commitTx(tx *bolt.Tx, sink string, b change.Batch) error {
 			return err
 		}
 	}
-	if checkpointStays(getEpoch(r), getCheckpoint(r), b.Epoch, b.Checkpoint) {
+	if checkpointStays(change.Version{Epoch: getEpoch(r), RV: getCheckpoint(r)}, b.Version()) {
 		return nil
 	}
 	return putCheckpoint(r, b.Checkpoint, b.Epoch)
@@ -389,32 +389,32 @@ func (f *File) applyLocked(id bucketID, b change.Batch, file func() (*bolt.Bucke
 		return keys, nil
 	}
 	// held returns the state of k that a Commit written at once would find.
-	held := func(k string) (epoch int, rv change.RV, ok bool, err error) {
+	held := func(k string) (v change.Version, ok bool, err error) {
 		for _, o := range []*overlay{f.pending, f.flushing} {
 			if p, found := o.key(id, k); found {
-				return p.epoch, p.rv, !p.deleted, nil
+				return change.Version{Epoch: p.epoch, RV: p.rv}, !p.deleted, nil
 			}
 		}
 		keys, err := fileKeys()
 		if err != nil || keys == nil {
-			return 0, 0, false, err
+			return change.Version{}, false, err
 		}
-		if v := keys.Get([]byte(k)); v != nil {
-			if epoch, rv, err := decodeVersion(v); err == nil {
-				return epoch, rv, true, nil
+		if b := keys.Get([]byte(k)); b != nil {
+			if v, err := decodeVersion(b); err == nil {
+				return v, true, nil
 			}
 		}
-		return 0, 0, false, nil
+		return change.Version{}, false, nil
 	}
 	pb := f.pending.bucket(id, len(b.Changes))
 	for i := range b.Changes {
 		c := &b.Changes[i]
 		k := c.Key.String()
-		epoch, rv, ok, err := held(k)
+		v, ok, err := held(k)
 		if err != nil {
 			return err
 		}
-		if ok && olderThan(c, epoch, rv) {
+		if ok && olderThan(c, v) {
 			continue
 		}
 		if c.Op == change.OpDelete {
@@ -439,7 +439,7 @@ func (f *File) applyLocked(id bucketID, b change.Batch, file func() (*bolt.Bucke
 			curEpoch, cur = getEpoch(r), getCheckpoint(r)
 		}
 	}
-	if !checkpointStays(curEpoch, cur, b.Epoch, b.Checkpoint) {
+	if !checkpointStays(change.Version{Epoch: curEpoch, RV: cur}, b.Version()) {
 		pb.checkpoint, pb.epoch, pb.hasCheckpoint = b.Checkpoint, b.Epoch, true
 	}
 	return nil
@@ -675,16 +675,6 @@ func (f *File) Close() error {
 	return errors.Join(err, f.db.Close())
 }
 
-// parseKey inverts change.Key.String. Namespaces and names cannot contain "/".
-func parseKey(s string) change.Key {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return change.Key{Namespace: s[:i], Name: s[i+1:]}
-		}
-	}
-	return change.Key{Name: s}
-}
-
 // Entry encoding: a format byte, the RV as a uvarint, then the UID. Kubernetes UIDs are
 // RFC 4122 UUIDs, stored as their 16 bytes (format 1, 19–26 bytes in all); anything else
 // is stored verbatim (format 0). An entry of an epoch above 0 sets entryWithEpoch in the
@@ -734,9 +724,9 @@ func decodeEntry(b []byte) (change.Entry, error) {
 
 // decodeVersion is decodeEntry's epoch and RV, without the UID: what the replay guard
 // compares.
-func decodeVersion(b []byte) (epoch int, rv change.RV, err error) {
-	epoch, rv, _, err = decodeHead(b)
-	return epoch, rv, err
+func decodeVersion(b []byte) (change.Version, error) {
+	epoch, rv, _, err := decodeHead(b)
+	return change.Version{Epoch: epoch, RV: rv}, err
 }
 
 // decodeHead decodes an entry up to its UID, which it returns undecoded.

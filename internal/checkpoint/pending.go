@@ -137,19 +137,19 @@ func putCheckpoint(r *bolt.Bucket, rv change.RV, epoch int) error {
 	return r.Put(keyEpoch, e[:])
 }
 
-// olderThan reports whether c is older than the held entry (epoch, rv), so that a replay
+// olderThan reports whether c is older than the held version, so that a replay
 // must leave the entry alone: per key, versions only grow in (epoch, RV) (the same guard
 // as the PostgreSQL sink's upsert). RV 0 means the resource has no integer RVs and falls
 // back to arrival order.
-func olderThan(c *change.Change, epoch int, rv change.RV) bool {
-	return c.RV != 0 && (epoch > c.Epoch || epoch == c.Epoch && rv > c.RV)
+func olderThan(c *change.Change, held change.Version) bool {
+	return c.RV != 0 && held.Compare(c.Version()) > 0
 }
 
-// checkpointStays reports whether a batch's checkpoint (epoch, rv) leaves the held one
-// (curEpoch, cur) in place: it never moves backwards in (epoch, RV), and a new epoch's
+// checkpointStays reports whether a batch's checkpoint next leaves the held one cur in
+// place: it never moves backwards in (epoch, RV), and a new epoch's
 // checkpoint replaces a higher RV of an older epoch.
-func checkpointStays(curEpoch int, cur change.RV, epoch int, rv change.RV) bool {
-	return curEpoch > epoch || curEpoch == epoch && cur >= rv
+func checkpointStays(cur, next change.Version) bool {
+	return cur.Compare(next) >= 0
 }
 
 // bucketOrNil is o's bucket id, nil when o or the bucket is absent.

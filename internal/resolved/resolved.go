@@ -115,17 +115,15 @@ func (e *Emitter) Committed(b change.Batch) {
 	switch {
 	case !ok:
 		e.marks[key] = &mark{committed: w}
-	case after(w, m.committed):
+	case w.Version().Compare(m.committed.Version()) > 0:
 		m.committed = w
-	case w.Epoch == m.committed.Epoch && w.RV == m.committed.RV:
+	case w.Version() == m.committed.Version():
 		m.committed.Time = w.Time // still true, and known later
 	}
 }
 
-// after reports whether a is past b in (epoch, RV) order.
-func after(a, b Watermark) bool {
-	return a.Epoch > b.Epoch || a.Epoch == b.Epoch && a.RV > b.RV
-}
+// Version is the watermark's position: (Epoch, RV).
+func (w Watermark) Version() change.Version { return change.Version{Epoch: w.Epoch, RV: w.RV} }
 
 // Due returns the watermarks that moved since they were last emitted, ordered by key.
 func (e *Emitter) Due() []Watermark {
@@ -133,7 +131,7 @@ func (e *Emitter) Due() []Watermark {
 	defer e.mu.Unlock()
 	var out []Watermark
 	for _, m := range e.marks {
-		if m.committed.RV > 0 && after(m.committed, m.emitted) {
+		if m.committed.RV > 0 && m.committed.Version().Compare(m.emitted.Version()) > 0 {
 			out = append(out, m.committed)
 		}
 	}
@@ -161,7 +159,7 @@ func (e *Emitter) Flush(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, w := range ws {
-		if m := e.marks[w.Key()]; m != nil && after(w, m.emitted) {
+		if m := e.marks[w.Key()]; m != nil && w.Version().Compare(m.emitted.Version()) > 0 {
 			m.emitted = w
 		}
 	}

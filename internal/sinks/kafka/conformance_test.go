@@ -31,7 +31,7 @@ func topicRecords(k *testenv.Kafka) func(t *testing.T, res change.Resource) []si
 			if err != nil {
 				t.Fatalf("%s/%d@%d: %v", m.Topic, m.Partition, m.Offset, err)
 			}
-			out = append(out, sinktest.Record{Key: parseKey(string(m.Key)), RV: rv, Op: opOfHeader[header(m, HeaderOp)]})
+			out = append(out, sinktest.Record{Key: change.ParseKey(string(m.Key)), RV: rv, Op: opOfHeader[header(m, HeaderOp)]})
 		}
 		return out
 	}

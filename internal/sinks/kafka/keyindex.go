@@ -97,22 +97,23 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 			}
 			key := string(m.Key)
 			rv, _ := change.ParseRV(rvs)
+			v := change.Version{Epoch: epoch, RV: rv}
 			if rv != 0 {
-				if old, ok := index[key]; ok && (old.Epoch > epoch || old.Epoch == epoch && old.RV > rv) {
+				if old, ok := index[key]; ok && old.Version().Compare(v) > 0 {
 					return nil // a stale re-emit after a newer version
 				}
 				// A snapshot read ("r") revives a key an inferred delete removed, whatever
 				// the RVs: the inferred delete carries a LIST's RV, above the object's own,
 				// and a later LIST that shows the object says it was wrong (or the object
 				// came back into scope).
-				if d, ok := deleted[key]; ok && (d.epoch > epoch || d.epoch == epoch && d.rv > rv) && !(op == envelope.OpRead && d.inferred) {
+				if d, ok := deleted[key]; ok && d.v.Compare(v) > 0 && !(op == envelope.OpRead && d.inferred) {
 					return nil // a stale re-emit after a newer delete
 				}
 			}
 			if m.Value == nil || op == "d" {
 				delete(index, key)
 				d := deleted[key]
-				inferred := d.inferred && d.rv == rv && d.epoch == epoch // the compaction tombstone after its op=d record
+				inferred := d.inferred && d.v == v // the compaction tombstone after its op=d record
 				if m.Value != nil {
 					src, err := decodeSource(m.Value)
 					if err != nil {
@@ -120,8 +121,8 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 					}
 					inferred = src.Inferred
 				}
-				if epoch > d.epoch || epoch == d.epoch && rv >= d.rv {
-					deleted[key] = tombstone{rv: rv, epoch: epoch, inferred: inferred}
+				if v.Compare(d.v) >= 0 {
+					deleted[key] = tombstone{v: v, inferred: inferred}
 				}
 				return nil
 			}
@@ -145,7 +146,7 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 			return fmt.Errorf("rebuild key index of %s from %s: %w", id, topic, err)
 		}
 		for k, e := range index {
-			if err := fn(parseKey(k), e); err != nil {
+			if err := fn(change.ParseKey(k), e); err != nil {
 				return err
 			}
 		}
@@ -153,18 +154,9 @@ func topicKeyIndex(opts Options, cluster string) keyIndexFunc {
 	}
 }
 
-// parseKey inverts change.Key.String; names and namespaces contain no "/".
-func parseKey(s string) change.Key {
-	if ns, name, ok := strings.Cut(s, "/"); ok {
-		return change.Key{Namespace: ns, Name: name}
-	}
-	return change.Key{Name: s}
-}
-
 // tombstone is the latest delete of a key seen by topicKeyIndex.
 type tombstone struct {
-	rv       change.RV
-	epoch    int
+	v        change.Version
 	inferred bool
 }
 

@@ -59,17 +59,7 @@ type offsetStore struct {
 	keyIndex keyIndexFunc
 
 	mu   sync.Mutex
-	last map[string]position // canonical key → latest checkpoint
-}
-
-// position is a checkpoint and its epoch; positions order by (epoch, RV).
-type position struct {
-	rv    change.RV
-	epoch int
-}
-
-func (p position) before(q position) bool {
-	return p.epoch < q.epoch || p.epoch == q.epoch && p.rv < q.rv
+	last map[string]change.Version // canonical key → latest checkpoint
 }
 
 // openOffsetStore opens the store on topic, creating it (compacted, one partition) when
@@ -87,7 +77,7 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 		cluster:  cfg.cluster,
 		client:   &kafka.Client{Addr: kafka.TCP(cfg.brokers...), Transport: tr, Timeout: 30 * time.Second},
 		keyIndex: cfg.keyIndex,
-		last:     map[string]position{},
+		last:     map[string]change.Version{},
 	}
 	rf := max(cfg.replicationFactor, 1)
 	if _, err := ensureTopic(ctx, k.client, kafka.TopicConfig{
@@ -113,7 +103,7 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", m.Offset, err)
 		}
-		k.last[key] = position{rv, v.Epoch}
+		k.last[key] = change.Version{Epoch: v.Epoch, RV: rv}
 		return nil
 	})
 	if err != nil {
@@ -173,14 +163,14 @@ func canonicalKey(raw []byte) (string, bool) {
 func (k *offsetStore) Load(ctx context.Context, sink string, res change.Resource) (change.RV, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.last[string(offsetKey(k.cluster, sink, res))].rv, nil
+	return k.last[string(offsetKey(k.cluster, sink, res))].RV, nil
 }
 
 // Epoch (checkpoint.EpochStore) returns the epoch of the checkpoint Load returns.
 func (k *offsetStore) Epoch(ctx context.Context, sink string, res change.Resource) (int, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.last[string(offsetKey(k.cluster, sink, res))].epoch, nil
+	return k.last[string(offsetKey(k.cluster, sink, res))].Epoch, nil
 }
 
 // KeyIndex rebuilds the key index from the sink's data topics (topicKeyIndex).
@@ -193,11 +183,11 @@ func (k *offsetStore) KeyIndex(ctx context.Context, sink string, res change.Reso
 // checkpoint never moves backwards; a new epoch's replaces a higher RV of an older one.
 func (k *offsetStore) Commit(ctx context.Context, sink string, b change.Batch) error {
 	key := offsetKey(k.cluster, sink, b.Resource)
-	next := position{b.Checkpoint, b.Epoch}
+	next := b.Version()
 	k.mu.Lock()
 	cur := k.last[string(key)]
 	k.mu.Unlock()
-	if !cur.before(next) {
+	if cur.Compare(next) >= 0 {
 		return nil
 	}
 	val, _ := json.Marshal(offsetValue{ResourceVersion: b.Checkpoint.String(), Epoch: b.Epoch})
@@ -209,7 +199,7 @@ func (k *offsetStore) Commit(ctx context.Context, sink string, b change.Batch) e
 		return err
 	}
 	k.mu.Lock()
-	if k.last[string(key)].before(next) {
+	if k.last[string(key)].Compare(next) < 0 {
 		k.last[string(key)] = next
 	}
 	k.mu.Unlock()

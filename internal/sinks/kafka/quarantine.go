@@ -370,6 +370,9 @@ type QuarantinedRecord struct {
 	Truncated bool
 }
 
+// Version is the quarantined change's position: (Epoch, RV).
+func (r QuarantinedRecord) Version() change.Version { return change.Version{Epoch: r.Epoch, RV: r.RV} }
+
 // ReadQuarantine reads the last tail offsets of each partition of res's dead-letter topic
 // and returns the newest record (by RV) of each key of res and cluster. A missing topic
 // holds none. Newest is by (epoch, RV): after a time travel RVs are issued again. Whether a
@@ -387,7 +390,7 @@ func ReadQuarantine(ctx context.Context, cluster string, opts Options, res chang
 	out := map[change.Key]QuarantinedRecord{}
 	id := res.ID()
 	err = kafkascan.Tail(ctx, client, topic, tail, func(m kafka.Message) error {
-		r := QuarantinedRecord{Key: parseKey(string(m.Key)), Topic: topic}
+		r := QuarantinedRecord{Key: change.ParseKey(string(m.Key)), Topic: topic}
 		var recCluster, resource string
 		for _, h := range m.Headers {
 			v := string(h.Value)
@@ -415,7 +418,7 @@ func ReadQuarantine(ctx context.Context, cluster string, opts Options, res chang
 		if recCluster != cluster || resource != id {
 			return nil
 		}
-		if old, ok := out[r.Key]; !ok || old.Epoch < r.Epoch || old.Epoch == r.Epoch && old.RV <= r.RV {
+		if old, ok := out[r.Key]; !ok || old.Version().Compare(r.Version()) <= 0 {
 			out[r.Key] = r
 		}
 		return nil
