@@ -160,3 +160,12 @@ func (s *Sink) Close() error {
 	}
 	return s.store.Close()
 }
+
+// Validate checks the options' configured keys. Its error reads "<key>: <reason>", the
+// key under sinks[].stdout, so that the config layer can name the whole key.
+func (o Options) Validate() error {
+	if o.ResolvedInterval < 0 {
+		return fmt.Errorf("resolvedInterval: must not be negative (0 prints no resolved lines), got %v", o.ResolvedInterval)
+	}
+	return nil
+}
