@@ -24,6 +24,8 @@ var (
 	_ pipeline.Sink           = (*stdout.Sink)(nil)
 	_ pipeline.ScopeKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.EpochKeeper    = (*stdout.Sink)(nil)
+	_ measuredSink            = (*postgres.Sink)(nil)
+	_ measuredSink            = (*kafka.Sink)(nil)
 	_ pipeline.Streamer       = (*source.Stream)(nil)
 	_ source.RelistObserver   = (*metrics.Metrics)(nil)
 )
