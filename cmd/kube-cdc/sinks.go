@@ -40,11 +40,10 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *met
 }
 
 // measuredSink is a sink that counts what only it sees (its quarantined changes) into
-// the metrics: the PostgreSQL and Kafka sinks.
+// the metrics: the PostgreSQL and Kafka sinks. postgres.Metrics and kafka.Metrics are
+// aliases of one unnamed interface, so either names the parameter.
 type measuredSink interface {
-	SetMetrics(interface {
-		Quarantined(sink, resource string, n int)
-	})
+	SetMetrics(postgres.Metrics)
 }
 
 func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (pipeline.Sink, error) {
