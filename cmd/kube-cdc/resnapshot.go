@@ -18,6 +18,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/signal"
+	"github.com/kube-cdc/kube-cdc/internal/status"
 )
 
 func newResnapshotCmd() *cobra.Command {
@@ -94,7 +95,7 @@ func printOutcomes(w io.Writer, res signal.Result, scopes map[string]scopeConten
 		io.WriteString(w, answered)
 		return
 	}
-	scope := func(o signal.Outcome) string { return scopeColumn(scopeOf(scopes, o.Scope), o.Scope) }
+	scope := func(o signal.Outcome) string { return status.ScopeColumn(scopeOf(scopes, o.Scope), o.Scope) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SINK\tRESOURCE\tSCOPE\tLISTED\tWRITTEN\tDELETED\tDRIFT")
 	out := slices.Clone(res.Outcomes)

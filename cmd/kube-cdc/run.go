@@ -25,6 +25,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
+	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 
@@ -112,7 +113,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		switch {
 		case err == nil:
 			serveMetrics(ln)
-		case errors.Is(err, syscall.EADDRINUSE) && daemonState(ctx, cfg, nil).Reachable:
+		case errors.Is(err, syscall.EADDRINUSE) && status.AskDaemon(ctx, cfg.Metrics.Address, nil).Reachable:
 			log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
 				"address", addr)
 			// A holder that stops lets go of its address before its writer lock or its
