@@ -94,7 +94,7 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 				t.result("resource "+tg.Resource.ID(), fmt.Errorf("not served: the apiserver does not serve %s (is its CRD installed?); run waits for it", tg.Resource.ID()), "")
 				continue
 			}
-			detail, err := checkRBAC(ctx, cs, tg)
+			detail, err := source.CheckAccess(ctx, cs, tg)
 			t.result("resource "+tg.Resource.ID(), err, detail)
 		}
 	}
