@@ -38,6 +38,15 @@ type Options struct {
 	ResolvedInterval time.Duration
 }
 
+// Validate checks the options' configured keys. Its error reads "<key>: <reason>", the
+// key under sinks[].stdout, so that the config layer can name the whole key.
+func (o Options) Validate() error {
+	if o.ResolvedInterval < 0 {
+		return fmt.Errorf("resolvedInterval: must not be negative (0 prints no resolved lines), got %v", o.ResolvedInterval)
+	}
+	return nil
+}
+
 // DefaultCheckpointType is the checkpoint store a stdout sink uses unless configured:
 // none, so every start relists and prints a snapshot.
 const DefaultCheckpointType = checkpoint.TypeNone
@@ -133,13 +142,4 @@ func (s *Sink) Close() error {
 		s.stopResolved()
 	}
 	return s.Store.Close()
-}
-
-// Validate checks the options' configured keys. Its error reads "<key>: <reason>", the
-// key under sinks[].stdout, so that the config layer can name the whole key.
-func (o Options) Validate() error {
-	if o.ResolvedInterval < 0 {
-		return fmt.Errorf("resolvedInterval: must not be negative (0 prints no resolved lines), got %v", o.ResolvedInterval)
-	}
-	return nil
 }
