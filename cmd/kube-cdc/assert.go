@@ -25,5 +25,7 @@ var (
 	_ pipeline.ScopeKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.EpochKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.Target         = (*source.Feed)(nil)
+	_ measuredSink            = (*postgres.Sink)(nil)
+	_ measuredSink            = (*kafka.Sink)(nil)
 	_ source.RelistObserver   = (*metrics.Metrics)(nil)
 )

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
@@ -93,7 +94,7 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 				t.result("resource "+tg.Resource.ID(), fmt.Errorf("not served: the apiserver does not serve %s (is its CRD installed?); run waits for it", tg.Resource.ID()), "")
 				continue
 			}
-			detail, err := checkRBAC(ctx, cs, tg)
+			detail, err := source.CheckAccess(ctx, cs, tg)
 			t.result("resource "+tg.Resource.ID(), err, detail)
 		}
 	}
@@ -101,7 +102,7 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
-			detail, err := checkPostgres(ctx, cfg, sc, quiet)
+			detail, err := postgres.Check(ctx, sc.Name, cfg.Cluster, *sc.Postgres, quiet)
 			t.result("sink "+sc.Name, err, detail)
 			continue
 		}

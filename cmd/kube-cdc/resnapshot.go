@@ -7,9 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +15,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/signal"
+	"github.com/kube-cdc/kube-cdc/internal/status"
 )
 
 func newResnapshotCmd() *cobra.Command {
@@ -73,60 +71,13 @@ func resnapshot(ctx context.Context, w io.Writer, cfg *config.Config, resources 
 			return err
 		}
 	} else {
-		printOutcomes(w, res, configuredScopes(cfg))
+		scopes := configuredScopes(cfg)
+		res.Write(w, func(id string) string { return status.ScopeColumn(status.ScopeOf(scopes, id), id) })
 	}
 	if res.State == signal.StateFailed {
 		return fmt.Errorf("resnapshot failed (answered by %s): %s", res.By, res.Error)
 	}
 	return nil
-}
-
-// printOutcomes prints res's outcomes as a table, their scopes by content as status shows
-// them, and who answered; nothing at all for a failed request without outcomes, whose
-// error (on stderr) says everything there is.
-func printOutcomes(w io.Writer, res signal.Result, scopes map[string]scopeContent) {
-	answered := fmt.Sprintf("answered by %s in %s\n", res.By, res.Finished.Sub(res.Started).Round(time.Millisecond))
-	switch {
-	case len(res.Outcomes) > 0:
-	case res.State == signal.StateFailed:
-		return
-	default:
-		io.WriteString(w, answered)
-		return
-	}
-	scope := func(o signal.Outcome) string { return scopeColumn(scopeOf(scopes, o.Scope), o.Scope) }
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tRESOURCE\tSCOPE\tLISTED\tWRITTEN\tDELETED\tDRIFT")
-	out := slices.Clone(res.Outcomes)
-	slices.SortFunc(out, func(a, b signal.Outcome) int {
-		return strings.Compare(a.Sink+"\x00"+a.Resource+"\x00"+scope(a), b.Sink+"\x00"+b.Resource+"\x00"+scope(b))
-	})
-	for _, o := range out {
-		if o.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tskipped: %s\n", o.Sink, o.Resource, scope(o), o.Skipped)
-			continue
-		}
-		var drift []string
-		for _, k := range slices.Sorted(func(yield func(string) bool) {
-			for k := range o.Drift {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
-			drift = append(drift, fmt.Sprintf("%s=%d", k, o.Drift[k]))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", o.Sink, o.Resource, scope(o), o.Listed, o.Written, o.Deleted, dash(strings.Join(drift, ",")))
-	}
-	tw.Flush()
-	io.WriteString(w, answered)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // serveSignals answers resnapshot requests with p until ctx ends (run it while this

@@ -20,9 +20,9 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
-	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
+	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 
@@ -71,7 +71,11 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := mayStream(ctx, src, targets, log); err != nil {
+	cs, err := kubernetes.NewForConfig(src.rest)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	if err := source.MayStream(ctx, cs, targets, log); err != nil {
 		return err
 	}
 	resolution := source.NewResolution(src.clients, targets, log)
@@ -110,7 +114,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		switch {
 		case err == nil:
 			serveMetrics(ln)
-		case errors.Is(err, syscall.EADDRINUSE) && daemonState(ctx, cfg, nil).Reachable:
+		case errors.Is(err, syscall.EADDRINUSE) && status.AskDaemon(ctx, cfg.Metrics.Address, nil).Reachable:
 			log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
 				"address", addr)
 			// A holder that stops lets go of its address before its writer lock or its
@@ -120,15 +124,15 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 				grace = metricsTakeoverGrace
 			}
 			metricsWhenStreaming = func(ctx context.Context) error {
-				ln, err := listenWithin(ctx, addr, grace)
+				ln, err := metrics.ListenWithin(ctx, addr, grace)
 				if err != nil {
-					return metricsInUse(err)
+					return err
 				}
 				serveMetrics(ln)
 				return nil
 			}
 		default:
-			return metricsInUse(err)
+			return metrics.InUse(err)
 		}
 	}
 	if len(crds.Resources) > 0 {
@@ -182,26 +186,20 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 			running.Store(nil)
 			m.Streaming(false) // the lease lost: a standby again until the process restarts
 		}()
-		if cs, err := kubernetes.NewForConfig(src.rest); err == nil {
-			sctx, stopSignals := context.WithCancel(gctx)
-			defer stopSignals()
-			go serveSignals(sctx, cfg, cs, p, log) // resnapshot requests (resnapshot.go)
-			// RBAC revoked under an open watch shows only when the watch re-opens; the
-			// access check names it before, while the data still flows.
-			access := &source.AccessCheck{Client: cs, Targets: targets, Interval: cfg.Kubernetes.AccessCheckInterval, Log: log, Observer: m}
-			accessDone := make(chan struct{})
-			go func() { defer close(accessDone); access.Run(sctx) }()
-			defer func() { stopSignals(); <-accessDone }() // its records cleared before m.Streaming(false)
-		}
+		sctx, stopSignals := context.WithCancel(gctx)
+		defer stopSignals()
+		go serveSignals(sctx, cfg, cs, p, log) // resnapshot requests (resnapshot.go)
+		// RBAC revoked under an open watch shows only when the watch re-opens; the
+		// access check names it before, while the data still flows.
+		access := &source.AccessCheck{Client: cs, Targets: targets, Interval: cfg.Kubernetes.AccessCheckInterval, Log: log, Observer: m}
+		accessDone := make(chan struct{})
+		go func() { defer close(accessDone); access.Run(sctx) }()
+		defer func() { stopSignals(); <-accessDone }() // its records cleared before m.Streaming(false)
 		return p.Run(gctx)
 	}
 	g.Go(func() error {
 		if !cfg.LeaderElection.Enabled {
 			return stream(gctx)
-		}
-		cs, err := kubernetes.NewForConfig(src.rest)
-		if err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
 		}
 		return lead(gctx, cs, cfg, log, stream)
 	})
@@ -216,31 +214,6 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 // metricsTakeoverGrace is how long a process that took over (a writer lock, a lease)
 // tries to bind the metrics address its predecessor may still hold.
 const metricsTakeoverGrace = 10 * time.Second
-
-// listenWithin binds the metrics address, trying again while it is in use for up to
-// grace.
-func listenWithin(ctx context.Context, addr string, grace time.Duration) (net.Listener, error) {
-	deadline := time.Now().Add(grace)
-	for {
-		ln, err := metrics.Listen(ctx, addr)
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !time.Now().Before(deadline) {
-			return ln, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// metricsInUse names the fix for a metrics address another process holds.
-func metricsInUse(err error) error {
-	if !errors.Is(err, syscall.EADDRINUSE) {
-		return err
-	}
-	return fmt.Errorf(`%w; another process serves this address (another kube-cdc on this host?): give each process its own metrics.address (--metrics-address, KUBE_CDC_METRICS__ADDRESS), or "" to serve none`, err)
-}
 
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
 type writerClaimer interface {
@@ -293,26 +266,4 @@ func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Res
 		out[i] = f
 	}
 	return out
-}
-
-// mayStream refuses to start, before anything is written, when a resource may be listed
-// but not watched (or not listed): the stream would write a whole snapshot and only then
-// fail. It asks the same SelfSubjectAccessReviews as `check`. When the apiserver cannot
-// answer them, it logs that and lets the stream find out.
-func mayStream(ctx context.Context, src *kubeSource, targets []source.Target, log *slog.Logger) error {
-	cs, err := kubernetes.NewForConfig(src.rest)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	for _, tg := range targets {
-		_, err := checkRBAC(ctx, cs, tg)
-		var denied deniedError
-		switch {
-		case errors.As(err, &denied):
-			return retry.Terminal(fmt.Errorf("resource %s: %w", tg.Resource.ID(), err))
-		case err != nil:
-			log.Warn("cannot ask the apiserver what kube-cdc may read; streaming anyway", "resource", tg.Resource.ID(), "error", err)
-		}
-	}
-	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 )
@@ -32,15 +31,19 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *met
 			closeAll()
 			return nil, nil, err
 		}
-		if ps, ok := s.(*postgres.Sink); ok && m != nil {
-			ps.SetMetrics(m)
-		}
-		if ks, ok := s.(*kafka.Sink); ok && m != nil {
-			ks.SetMetrics(m)
+		if ms, ok := s.(measuredSink); ok && m != nil {
+			ms.SetMetrics(m)
 		}
 		sinks = append(sinks, s)
 	}
 	return sinks, closeAll, nil
+}
+
+// measuredSink is a sink that counts what only it sees (its quarantined changes) into
+// the metrics: the PostgreSQL and Kafka sinks. postgres.Metrics and kafka.Metrics are
+// aliases of one unnamed interface, so either names the parameter.
+type measuredSink interface {
+	SetMetrics(postgres.Metrics)
 }
 
 func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (pipeline.Sink, error) {

@@ -16,4 +16,7 @@
 //	config: sinks[1].type: unknown sink type "elastic" (want postgres, kafka or stdout)
 //
 // Unknown keys are errors anywhere in the file, and in the environment under KUBE_CDC_.
+// Each sink validates its own options block (postgres.Options.Validate and the Kafka and
+// stdout sinks' alike, whose errors read "<key>: <reason>" under the block); Validate
+// names the whole key.
 package config

@@ -65,7 +65,7 @@ func Load(opts LoadOptions) (*Config, error) {
 // digestKeyEnv is the variable that should carry transforms.digestKey.
 const digestKeyEnv = EnvPrefix + "TRANSFORMS__DIGESTKEY"
 
-// scrub replaces the digest keys in err's message, as dsnError does passwords: no
+// scrub replaces the digest keys in err's message, as postgres.ScrubPassword does passwords: no
 // message is meant to show one, and this keeps it so should a parser quote a value.
 func scrub(err error, secrets []string) error {
 	var e *Error

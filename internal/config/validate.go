@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 )
 
 // Validate checks c as Load leaves it (defaults filled) and returns the first problem as
@@ -42,6 +41,8 @@ func (c *Config) validateTop() error {
 	}
 	return nil
 }
+
+var listModes = []string{"auto", "stream", "paged"}
 
 func checkAddress(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
@@ -178,8 +179,6 @@ func (c *Config) validatePipeline() error {
 	return nil
 }
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 func (c *Config) validateSinks() error {
 	if len(c.Sinks) == 0 {
 		return keyErrorf("sinks", "empty list")
@@ -210,18 +209,7 @@ func (c *Config) validateSinks() error {
 				return keyErrorf(key+"."+block.name, "set on a %s sink", s.Type)
 			}
 		}
-		var err error
-		switch s.Type {
-		case SinkPostgres:
-			err = validatePostgres(key, &s)
-		case SinkKafka:
-			err = validateKafka(key, &s)
-		case SinkStdout:
-			if s.Stdout != nil && s.Stdout.ResolvedInterval < 0 {
-				err = keyErrorf(key+".stdout.resolvedInterval", "must not be negative (0 prints no resolved lines), got %v", s.Stdout.ResolvedInterval)
-			}
-		}
-		if err != nil {
+		if err := sinkOptions(key, &s); err != nil {
 			return err
 		}
 		if err := validateCheckpoint(key, &s); err != nil {
@@ -237,142 +225,37 @@ func (c *Config) validateSinks() error {
 	return nil
 }
 
-func validatePostgres(key string, s *Sink) error {
-	key += ".postgres"
-	o := s.Postgres
-	if o == nil || o.DSN == "" {
-		return keyErrorf(key+".dsn", "required")
+// sinkOptions validates a sink's options block with the sink's own Validate, whose error
+// reads "<key>: <reason>" under the block; a missing block is the sink's zero options.
+func sinkOptions(key string, s *Sink) error {
+	var err error
+	switch s.Type {
+	case SinkPostgres:
+		key += ".postgres"
+		err = deref(s.Postgres).Validate()
+	case SinkKafka:
+		key += ".kafka"
+		err = deref(s.Kafka).Validate()
+	case SinkStdout:
+		key += ".stdout"
+		err = stdout.Options{ResolvedInterval: deref(s.Stdout).ResolvedInterval}.Validate()
 	}
-	if _, err := pgconn.ParseConfig(o.DSN); err != nil {
-		return keyErrorf(key+".dsn", "malformed DSN: %s", dsnError(o.DSN, err))
+	if err == nil {
+		return nil
 	}
-	if !identifier.MatchString(o.Schema) {
-		return keyErrorf(key+".schema", "%q is not a plain SQL identifier", o.Schema)
+	field, reason, ok := strings.Cut(err.Error(), ": ")
+	if !ok {
+		return keyErrorf(key, "%v", err)
 	}
-	if o.MaxConns <= 0 {
-		return keyErrorf(key+".maxConns", "must be greater than 0, got %d", o.MaxConns)
-	}
-	if o.Retention < 0 {
-		return keyErrorf(key+".retention", "must not be negative, got %v", o.Retention)
-	}
-	return nil
+	return keyErrorf(key+"."+field, "%s", reason)
 }
 
-// dsnError words pgconn's parse error without the connection string, and scrubs
-// anything that looks like the DSN's password from what is left.
-func dsnError(dsn string, err error) string {
-	msg := err.Error()
-	var pce *pgconn.ParseConfigError
-	if errors.As(err, &pce) {
-		if rest, ok := strings.CutPrefix(msg, "cannot parse `"); ok {
-			if i := strings.Index(rest, "`: "); i >= 0 {
-				msg = rest[i+3:]
-			}
-		}
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	for _, pw := range dsnPasswords(dsn) {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
-	}
-	return msg
-}
-
-var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// dsnPasswords finds password candidates in a DSN that may be malformed.
-func dsnPasswords(dsn string) []string {
-	var out []string
-	if _, rest, ok := strings.Cut(dsn, "://"); ok {
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if _, pw, ok := strings.Cut(rest[:at], ":"); ok && pw != "" {
-				out = append(out, pw)
-			}
-		}
-	}
-	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
-		pw := strings.Trim(m[1], "'")
-		if pw != "" {
-			out = append(out, pw)
-		}
-	}
-	return out
-}
-
-var (
-	compressions   = []string{"none", "gzip", "snappy", "lz4", "zstd"}
-	listModes      = []string{"auto", "stream", "paged"}
-	saslMechanisms = []string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
-	topicVar       = regexp.MustCompile(`\{[^}]*\}`)
-	topicVars      = []string{"{cluster}", "{group}", "{version}", "{resource}"}
-	// deadLetterVars adds the data topic's name to topicVars.
-	deadLetterVars = append([]string{"{topic}"}, topicVars...)
-)
-
-// minMaxMessageBytes is the smallest kafka.maxMessageBytes: room for a quarantine stub
-// and a dead-letter record's headers.
-const minMaxMessageBytes = 4096
-
-func validateKafka(key string, s *Sink) error {
-	key += ".kafka"
-	o := s.Kafka
-	if o == nil || len(o.Brokers) == 0 {
-		return keyErrorf(key+".brokers", "required: at least one host:port")
-	}
-	for i, b := range o.Brokers {
-		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
-			return keyErrorf(fmt.Sprintf("%s.brokers[%d]", key, i), "want host:port, got %q", b)
-		}
-	}
-	if o.Topic == "" {
-		return keyErrorf(key+".topic", "required")
-	}
-	for _, v := range topicVar.FindAllString(o.Topic, -1) {
-		if !contains(topicVars, v) {
-			return keyErrorf(key+".topic", "unknown placeholder %s (want %s)", v, strings.Join(topicVars, ", "))
-		}
-	}
-	for _, v := range topicVar.FindAllString(o.DeadLetterTopic, -1) {
-		if !contains(deadLetterVars, v) {
-			return keyErrorf(key+".deadLetterTopic", "unknown placeholder %s (want %s)", v, strings.Join(deadLetterVars, ", "))
-		}
-	}
-	for _, v := range topicVar.FindAllString(o.ResolvedTopic, -1) {
-		if !contains(deadLetterVars, v) {
-			return keyErrorf(key+".resolvedTopic", "unknown placeholder %s (want %s)", v, strings.Join(deadLetterVars, ", "))
-		}
-	}
-	switch {
-	case o.DeadLetterTopic == "":
-		return keyErrorf(key+".deadLetterTopic", "required")
-	case o.DeadLetterTopic == "{topic}" || o.DeadLetterTopic == o.Topic:
-		return keyErrorf(key+".deadLetterTopic", "must not be the data topic")
-	case o.ResolvedInterval < 0:
-		return keyErrorf(key+".resolvedInterval", "must not be negative (0 writes no resolved records), got %v", o.ResolvedInterval)
-	case o.ResolvedTopic == "":
-		return keyErrorf(key+".resolvedTopic", "required")
-	case o.ResolvedTopic == "{topic}" || o.ResolvedTopic == o.Topic:
-		return keyErrorf(key+".resolvedTopic", "must not be the data topic")
-	case o.ResolvedTopic == o.DeadLetterTopic:
-		return keyErrorf(key+".resolvedTopic", "must not be the dead-letter topic")
-	case o.MaxMessageBytes != 0 && (o.MaxMessageBytes < minMaxMessageBytes || o.MaxMessageBytes > math.MaxInt32):
-		return keyErrorf(key+".maxMessageBytes", "want 0 (what the brokers accept) or %d to %d bytes, got %d", minMaxMessageBytes, math.MaxInt32, o.MaxMessageBytes)
-	case o.Partitions <= 0:
-		return keyErrorf(key+".partitions", "must be greater than 0, got %d", o.Partitions)
-	case o.ReplicationFactor <= 0:
-		return keyErrorf(key+".replicationFactor", "must be greater than 0, got %d", o.ReplicationFactor)
-	case !contains(compressions, o.Compression):
-		return keyErrorf(key+".compression", "unknown compression %q (want %s)", o.Compression, strings.Join(compressions, ", "))
-	case o.BatchTimeout < 0:
-		return keyErrorf(key+".batchTimeout", "must not be negative, got %v", o.BatchTimeout)
-	case o.WriteTimeout <= 0:
-		return keyErrorf(key+".writeTimeout", "must be greater than 0, got %v", o.WriteTimeout)
-	case !contains(saslMechanisms, o.SASL.Mechanism):
-		return keyErrorf(key+".sasl.mechanism", "unknown mechanism %q (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", o.SASL.Mechanism)
-	case o.SASL.Mechanism != "" && o.SASL.Username == "":
-		return keyErrorf(key+".sasl.username", "required with mechanism %s", o.SASL.Mechanism)
-	case (o.TLS.CertFile == "") != (o.TLS.KeyFile == ""):
-		return keyErrorf(key+".tls", "certFile and keyFile go together")
-	}
-	return nil
+	return *p
 }
 
 func validateCheckpoint(key string, s *Sink) error {

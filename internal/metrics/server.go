@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"syscall"
 	"time"
 )
 
@@ -130,4 +131,31 @@ func ServeListener(ctx context.Context, ln net.Listener, m *Metrics, ready func(
 		return fmt.Errorf("metrics: serve on %s: %w", addr, err)
 	}
 	return nil
+}
+
+// ListenWithin is Listen, trying again while addr is in use for up to grace (a process
+// that took over from another binds the address its predecessor may still hold); an
+// address still in use is InUse's error.
+func ListenWithin(ctx context.Context, addr string, grace time.Duration) (net.Listener, error) {
+	deadline := time.Now().Add(grace)
+	for {
+		ln, err := Listen(ctx, addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !time.Now().Before(deadline) {
+			return ln, InUse(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// InUse names the fix for a metrics address another process holds (syscall.EADDRINUSE);
+// other errors, and nil, it returns as they are.
+func InUse(err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf(`%w; another process serves this address (another kube-cdc on this host?): give each process its own metrics.address (--metrics-address, KUBE_CDC_METRICS__ADDRESS), or "" to serve none`, err)
 }

@@ -48,7 +48,8 @@
 //
 // Access (access.go): ReviewAccess asks the apiserver (SelfSubjectAccessReviews) whether a
 // target may be listed and watched where its stream reads it, for `kube-cdc check` and
-// run's start; AccessCheck asks it periodically while streaming, because the apiserver
+// run's start (CheckAccess and MayStream, verdict.go, which name the verb denied and
+// the user); AccessCheck asks it periodically while streaming, because the apiserver
 // asks RBAC only when a watch opens, and a permission revoked under an open watch would
 // otherwise show only at the next re-watch, minutes later.
 //

@@ -47,8 +47,10 @@ const (
 	HeaderTruncated   = "kube-cdc.truncated"
 )
 
-// Metrics is the sink's optional metrics hook; *metrics.Metrics implements it.
-type Metrics interface {
+// Metrics is the sink's optional metrics hook; *metrics.Metrics implements it. An alias
+// of an unnamed interface, as the PostgreSQL sink's is, so that the wiring sets both
+// through one interface.
+type Metrics = interface {
 	// Quarantined counts n changes of resource that sink put in quarantine.
 	Quarantined(sink, resource string, n int)
 }

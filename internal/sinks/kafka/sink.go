@@ -67,9 +67,12 @@ func withDefaults(o Options) Options {
 // Sink writes change batches to Kafka topics and keeps its checkpoints and key index in a
 // checkpoint.Store. See the package documentation for the record contract.
 type Sink struct {
+	// Keeper answers KeyIndex, Epoch (pipeline.EpochKeeper) and Scopes and ForgetScopes
+	// (pipeline.ScopeKeeper) from the checkpoint store; Checkpoint checks topics first.
+	checkpoint.Keeper
+
 	name, cluster string
 	opts          Options
-	store         checkpoint.Store
 	log           *slog.Logger
 	transport     *kafka.Transport
 	client        *kafka.Client
@@ -122,7 +125,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 		return nil, retry.Terminal(fmt.Errorf("kafka sink %s: %w", name, err))
 	}
 	s := &Sink{
-		name: name, cluster: cluster, opts: opts, store: store,
+		name: name, cluster: cluster, opts: opts, Keeper: checkpoint.Keeper{SinkName: name, Store: store},
 		log:         log.With("sink", name),
 		transport:   tr,
 		client:      &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
@@ -197,30 +200,7 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 			return 0, err
 		}
 	}
-	return s.store.Load(ctx, s.name, res)
-}
-
-// Epoch (pipeline.EpochKeeper) returns the epoch of the store's checkpoint for res; 0
-// when the store keeps none.
-func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
-	return checkpoint.LoadEpoch(ctx, s.store, s.name, res)
-}
-
-// Scopes (pipeline.ScopeKeeper) returns the scopes of res's resource the store has a
-// checkpoint of; none when the store keeps no scopes.
-func (s *Sink) Scopes(ctx context.Context, res change.Resource) ([]string, error) {
-	return checkpoint.Scopes(ctx, s.store, s.name, res)
-}
-
-// ForgetScopes (pipeline.ScopeKeeper) has the store forget the scopes of res's resource
-// not in keep.
-func (s *Sink) ForgetScopes(ctx context.Context, res change.Resource, keep []string) error {
-	return checkpoint.ForgetScopes(ctx, s.store, s.name, res, keep)
-}
-
-// KeyIndex returns the store's key index for res.
-func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
-	return s.store.KeyIndex(ctx, s.name, res, fn)
+	return s.Keeper.Checkpoint(ctx, res)
 }
 
 // Write is Prepare(b)(ctx).
@@ -262,7 +242,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 		var intent chan error
 		if !intended && len(b.Changes) >= intentAlongside {
 			intent = make(chan error, 1)
-			go func() { intent <- checkpoint.Intend(ctx, s.store, s.name, b) }()
+			go func() { intent <- s.Intend(ctx, b) }()
 		}
 		if !encoded {
 			msgs = encodeBatch(topic, b.Changes)
@@ -288,7 +268,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			if !intended {
 				// Before the first send too: a kill after it and before the commit must
 				// not leave records whose keys the index lacks (checkpoint.IntentStore).
-				if err := checkpoint.Intend(ctx, s.store, s.name, b); err != nil {
+				if err := s.Intend(ctx, b); err != nil {
 					return fmt.Errorf("kafka sink %s: %w", s.name, err)
 				}
 				intended = true
@@ -300,7 +280,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 		if err := q.writeDeadLetters(ctx); err != nil {
 			return err
 		}
-		if err := s.store.Commit(ctx, s.name, b); err != nil {
+		if err := s.Commit(ctx, b); err != nil {
 			return fmt.Errorf("kafka sink %s: records acknowledged, checkpoint not committed: %w", s.name, err)
 		}
 		if s.resolved != nil {
@@ -311,7 +291,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			// versions of keys it covers, which the contract rules out ("never followed
 			// by an earlier one"). Only what Committed reads is kept until then.
 			mark := change.Batch{Resource: b.Resource, Checkpoint: b.Checkpoint, Epoch: b.Epoch}
-			checkpoint.WhenDurable(s.store, func() { s.resolved.Committed(mark) })
+			checkpoint.WhenDurable(s.Store, func() { s.resolved.Committed(mark) })
 		}
 		q.report(ctx)
 		return nil
@@ -545,12 +525,12 @@ func (s *Sink) forgetTopic(topic string) {
 // batches were never committed, so they are written again after a restart.
 func (s *Sink) Close() error {
 	// First, so that the watermarks waiting for the flush are the last ones written.
-	flushErr := checkpoint.Flush(context.Background(), s.store)
+	flushErr := checkpoint.Flush(context.Background(), s.Store)
 	if s.stopResolved != nil {
 		s.stopResolved()
 	}
 	err := s.writer.Close()
 	s.conns.close()
 	s.transport.CloseIdleConnections()
-	return errors.Join(flushErr, err, s.store.Close())
+	return errors.Join(flushErr, err, s.Store.Close())
 }

@@ -56,4 +56,10 @@
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
 // returns every live object of the resource whatever scope wrote it, while checkpoints
 // are kept per scope.
+//
+// Check (check.go) is what `kube-cdc check` says of the sink: it connects as run does and
+// asks the catalogs (has_*_privilege; it changes nothing) whether the role may do what
+// run will do. Options.Validate (validate.go) is the config layer's check of the
+// sinks[].postgres keys. No message shows the DSN's password: ScrubPassword is the one
+// scrubber, for the sink's errors, Check's and Validate's.
 package postgres

@@ -58,7 +58,7 @@ func classify(err error, password string) error {
 		}
 		if what != "" {
 			return retry.Terminal(&sinkError{
-				msg: scrub(fmt.Sprintf("%s: %s (SQLSTATE %s)", what, pgErr.Message, pgErr.Code), password),
+				msg: ScrubPassword(fmt.Sprintf("%s: %s (SQLSTATE %s)", what, pgErr.Message, pgErr.Code), password),
 				err: err,
 			})
 		}
@@ -66,7 +66,7 @@ func classify(err error, password string) error {
 	}
 	var parseErr *pgconn.ParseConfigError
 	if errors.As(err, &parseErr) {
-		return retry.Terminal(&sinkError{msg: "parse the PostgreSQL DSN: " + scrub(parseErr.Error(), password), err: err})
+		return retry.Terminal(&sinkError{msg: "parse the PostgreSQL DSN: " + ScrubPassword(parseErr.Error(), password), err: err})
 	}
 	return redact(err, password)
 }
@@ -76,16 +76,9 @@ func redact(err error, password string) error {
 	if err == nil {
 		return nil
 	}
-	msg := scrub(err.Error(), password)
+	msg := ScrubPassword(err.Error(), password)
 	if msg == err.Error() {
 		return err
 	}
 	return &sinkError{msg: msg, err: err}
-}
-
-func scrub(s, password string) string {
-	if password == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, password, "********")
 }

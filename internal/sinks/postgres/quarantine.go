@@ -14,8 +14,9 @@ import (
 )
 
 // Metrics is the sink's optional metrics hook, for what only the sink sees;
-// *metrics.Metrics implements it. See SetMetrics.
-type Metrics interface {
+// *metrics.Metrics implements it. See SetMetrics. An alias of an unnamed interface, as
+// the Kafka sink's is, so that the wiring sets both through one interface.
+type Metrics = interface {
 	// Quarantined counts n changes of resource that sink put in quarantine.
 	Quarantined(sink, resource string, n int)
 }

@@ -16,8 +16,10 @@ import (
 // Sink writes changes as JSON lines. It is safe for concurrent use; batches are written
 // whole, so lines of different batches never interleave.
 type Sink struct {
-	name  string
-	store checkpoint.Store
+	name string
+	// Keeper answers Checkpoint, KeyIndex, Epoch (pipeline.EpochKeeper) and Scopes and
+	// ForgetScopes (pipeline.ScopeKeeper) from the checkpoint store.
+	checkpoint.Keeper
 
 	mu sync.Mutex // serialises writes to w
 	w  io.Writer
@@ -36,6 +38,15 @@ type Options struct {
 	ResolvedInterval time.Duration
 }
 
+// Validate checks the options' configured keys. Its error reads "<key>: <reason>", the
+// key under sinks[].stdout, so that the config layer can name the whole key.
+func (o Options) Validate() error {
+	if o.ResolvedInterval < 0 {
+		return fmt.Errorf("resolvedInterval: must not be negative (0 prints no resolved lines), got %v", o.ResolvedInterval)
+	}
+	return nil
+}
+
 // DefaultCheckpointType is the checkpoint store a stdout sink uses unless configured:
 // none, so every start relists and prints a snapshot.
 const DefaultCheckpointType = checkpoint.TypeNone
@@ -47,7 +58,7 @@ func New(name string, w io.Writer, store checkpoint.Store, opts Options) *Sink {
 	if store == nil {
 		store = checkpoint.None{}
 	}
-	s := &Sink{name: name, w: w, store: store}
+	s := &Sink{name: name, w: w, Keeper: checkpoint.Keeper{SinkName: name, Store: store}}
 	if opts.ResolvedInterval > 0 {
 		s.startResolved(opts)
 	}
@@ -82,34 +93,6 @@ func (s *Sink) printResolved(_ context.Context, ws []resolved.Watermark) error {
 // Name is the sink's configured name.
 func (s *Sink) Name() string { return s.name }
 
-// Checkpoint returns the store's checkpoint for res.
-func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
-	return s.store.Load(ctx, s.name, res)
-}
-
-// Epoch (pipeline.EpochKeeper) returns the epoch of the store's checkpoint for res; 0
-// when the store keeps none.
-func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
-	return checkpoint.LoadEpoch(ctx, s.store, s.name, res)
-}
-
-// Scopes (pipeline.ScopeKeeper) returns the scopes of res's resource the store has a
-// checkpoint of; none when the store keeps no scopes.
-func (s *Sink) Scopes(ctx context.Context, res change.Resource) ([]string, error) {
-	return checkpoint.Scopes(ctx, s.store, s.name, res)
-}
-
-// ForgetScopes (pipeline.ScopeKeeper) has the store forget the scopes of res's resource
-// not in keep.
-func (s *Sink) ForgetScopes(ctx context.Context, res change.Resource, keep []string) error {
-	return checkpoint.ForgetScopes(ctx, s.store, s.name, res, keep)
-}
-
-// KeyIndex walks the store's key index for res.
-func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
-	return s.store.KeyIndex(ctx, s.name, res, fn)
-}
-
 // Write is Prepare(b)(ctx).
 func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepare(b)(ctx) }
 
@@ -131,7 +114,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 		if !printed {
 			// A kill after the print and before the commit must not leave lines whose
 			// keys the index lacks (checkpoint.IntentStore).
-			if err := checkpoint.Intend(ctx, s.store, s.name, b); err != nil {
+			if err := s.Intend(ctx, b); err != nil {
 				return fmt.Errorf("stdout sink %s: %w", s.name, err)
 			}
 			s.mu.Lock()
@@ -142,7 +125,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			}
 			printed = true
 		}
-		if err := s.store.Commit(ctx, s.name, b); err != nil {
+		if err := s.Commit(ctx, b); err != nil {
 			return fmt.Errorf("stdout sink %s: commit %s: %w", s.name, b.Resource.ID(), err)
 		}
 		if s.resolved != nil {
@@ -158,5 +141,5 @@ func (s *Sink) Close() error {
 	if s.stopResolved != nil {
 		s.stopResolved()
 	}
-	return s.store.Close()
+	return s.Store.Close()
 }

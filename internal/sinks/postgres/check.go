@@ -1,4 +1,4 @@
-package main
+package postgres
 
 import (
 	"context"
@@ -13,23 +13,20 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
 
-// checkPostgres is the row of a PostgreSQL sink. It connects as run does, without
+// Check is what `kube-cdc check` says of a PostgreSQL sink named name: the detail of an
+// ok row, or the error of a failed one. It connects as run does (New), without
 // migrating, then asks the server (has_*_privilege, the catalogs; it changes nothing)
 // whether the role may do what run will do: create the schema or its tables when
 // migrations are pending and migrate is true, and read and write kube-cdc's tables. A
 // role that may connect and read but not write passed the connect-and-probe test alone,
 // and run then failed on its first batch with 42501.
-func checkPostgres(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (string, error) {
-	o := *sc.Postgres
+func Check(ctx context.Context, name, cluster string, o Options, log *slog.Logger) (string, error) {
 	migrate := o.Migrate
 	o.Migrate = false // check changes nothing
-	sc.Postgres = &o
-	s, openErr := openSink(ctx, cfg, sc, log)
+	s, openErr := New(ctx, name, cluster, o, log)
 	if openErr == nil {
 		openErr = s.Close()
 	}
@@ -79,19 +76,19 @@ var (
 func probePostgres(ctx context.Context, dsn, schema string) (*pgState, error) {
 	ccfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse the PostgreSQL DSN: %s", scrubPassword(err.Error(), ""))
+		return nil, fmt.Errorf("parse the PostgreSQL DSN: %s", ScrubPassword(err.Error(), ""))
 	}
 	if ccfg.ConnectTimeout == 0 {
 		ccfg.ConnectTimeout = 10 * time.Second
 	}
 	conn, err := pgx.ConnectConfig(ctx, ccfg)
 	if err != nil {
-		return nil, errors.New(scrubPassword(err.Error(), ccfg.Password))
+		return nil, errors.New(ScrubPassword(err.Error(), ccfg.Password))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st, err := readPGState(ctx, conn, schema)
 	if err != nil {
-		return nil, fmt.Errorf("read the role's privileges: %s", scrubPassword(err.Error(), ccfg.Password))
+		return nil, fmt.Errorf("read the role's privileges: %s", ScrubPassword(err.Error(), ccfg.Password))
 	}
 	return st, nil
 }
@@ -191,7 +188,7 @@ func (st *pgState) pendingFrom() []string {
 // judge returns the ok detail, or the problems: one sentence naming every missing
 // privilege and its object, and one for a schema that is not migrated. run would fail
 // on any of them.
-func (st *pgState) judge(o postgres.Options, migrate bool) (string, []string) {
+func (st *pgState) judge(o Options, migrate bool) (string, []string) {
 	schema := o.Schema
 	var denied, problems []string
 	deny := func(format string, args ...any) { denied = append(denied, fmt.Sprintf(format, args...)) }
@@ -281,11 +278,11 @@ func (st *pgState) judge(o postgres.Options, migrate bool) (string, []string) {
 	return verdict(detail)
 }
 
-// tablePrivileges is what run does to each table (internal/sinks/postgres/statements.go):
+// tablePrivileges is what run does to each table (statements.go):
 // the RV-guarded upsert reads, inserts and updates objects; changes are only inserted
 // (ON CONFLICT DO NOTHING reads nothing) unless retention deletes old ones; checkpoints
 // are read and upserted; quarantine rows are inserted and resolved.
-func tablePrivileges(table string, o postgres.Options) []string {
+func tablePrivileges(table string, o Options) []string {
 	switch table {
 	case "objects":
 		if o.HardDelete {
@@ -301,11 +298,4 @@ func tablePrivileges(table string, o postgres.Options) []string {
 		return []string{"SELECT", "INSERT", "UPDATE"}
 	}
 	return nil
-}
-
-func scrubPassword(s, password string) string {
-	if password == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, password, "********")
 }

@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ func TestJSONPatchRebuildsTheNewVersionAndNamesEachChangedLeaf(t *testing.T) {
 		{"null added", `{}`, `{"a":null}`, []string{"/a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ops := jsonPatch(mustDecode(t, tc.from), mustDecode(t, tc.to))
+			ops := JSONPatch(mustDecode(t, tc.from), mustDecode(t, tc.to))
 			var paths []string
 			for _, op := range ops {
 				paths = append(paths, op.Path)
@@ -48,7 +48,7 @@ func TestJSONPatchRebuildsTheNewVersionAndNamesEachChangedLeaf(t *testing.T) {
 
 func TestJSONPatchOfAVersionWithNothingToCompareWithReplacesTheWholeDocument(t *testing.T) {
 	to := `{"kind":"Deployment","spec":{"replicas":3}}`
-	ops := jsonPatch(nil, mustDecode(t, to))
+	ops := JSONPatch(nil, mustDecode(t, to))
 	if len(ops) != 1 || ops[0].Op != "replace" || ops[0].Path != "" {
 		t.Fatalf("patch %+v, want one replace of the root", ops)
 	}
@@ -103,7 +103,7 @@ func TestARecordedResourceIsMatchedByPluralKindOrGroupAndTheCoreGroupWinsATie(t 
 		"widgets.example.com":          "widgets.example.com",
 		"example.com/v1alpha1/widgets": "widgets.example.com",
 	} {
-		r, err := matchRecorded(name, recorded)
+		r, err := MatchRecorded(name, recorded)
 		if err != nil || r.ID() != want {
 			t.Errorf("%s: %s, %v; want %s", name, r.ID(), err, want)
 		}
@@ -112,7 +112,7 @@ func TestARecordedResourceIsMatchedByPluralKindOrGroupAndTheCoreGroupWinsATie(t 
 		"widgets": `resource "widgets" is ambiguous: widgets.example.com, widgets.other.com`,
 		"deploy":  `resource "deploy" is none of the resources recorded (events, deployments.apps, events.events.k8s.io, widgets.example.com, widgets.other.com)`,
 	} {
-		if _, err := matchRecorded(name, recorded); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := MatchRecorded(name, recorded); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v; want %q", name, err, want)
 		}
 	}
@@ -126,12 +126,12 @@ func TestSinceIsADurationBackFromNowOrAnRFC3339Time(t *testing.T) {
 		"2026-04-30T10:00:00Z":        time.Date(2026, 4, 30, 10, 0, 0, 0, time.UTC),
 		"2026-04-30T10:00:00.123456Z": time.Date(2026, 4, 30, 10, 0, 0, 123456000, time.UTC),
 	} {
-		if got, err := parseSince(in, now); err != nil || !got.Equal(want) {
+		if got, err := ParseSince(in, now); err != nil || !got.Equal(want) {
 			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"yesterday", "-5m", "0s", "2026-04-30"} {
-		if _, err := parseSince(in, now); err == nil {
+		if _, err := ParseSince(in, now); err == nil {
 			t.Errorf("%q: no error", in)
 		}
 	}
@@ -139,7 +139,7 @@ func TestSinceIsADurationBackFromNowOrAnRFC3339Time(t *testing.T) {
 
 func mustDecode(t *testing.T, s string) any {
 	t.Helper()
-	v, err := decodeJSON([]byte(s))
+	v, err := Decode([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func sameJSON(t *testing.T, a, b string) bool {
 }
 
 // applyPatch applies ops with evanphx/json-patch, the implementation Kubernetes uses.
-func applyPatch(t *testing.T, doc string, ops []patchOp) string {
+func applyPatch(t *testing.T, doc string, ops []PatchOp) string {
 	t.Helper()
 	b, err := json.Marshal(ops)
 	if err != nil {

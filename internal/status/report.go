@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"encoding/json"
@@ -12,20 +12,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// statusReport is everything `kube-cdc status` shows. The table is drawn from it, and
+// Report is everything `kube-cdc status` shows. The table is drawn from it, and
 // -o json and -o yaml print it as it is: its field names are a contract for scripts
 // (docs/operations.md, "kube-cdc status"), camelCase as kubectl's, times in RFC 3339,
 // resource versions as strings (as in Kubernetes objects).
-type statusReport struct {
-	Cluster string       `json:"cluster"`
-	Sinks   []sinkStatus `json:"sinks"`
+type Report struct {
+	Cluster string `json:"cluster"`
+	Sinks   []Sink `json:"sinks"`
 	// Daemon is what the running kube-cdc answers about the resources it does not stream
 	// now (its metrics endpoint's /resources).
-	Daemon daemonStatus `json:"daemon"`
+	Daemon Daemon `json:"daemon"`
 }
 
-// sinkStatus is one configured sink.
-type sinkStatus struct {
+// Sink is one configured sink.
+type Sink struct {
 	Name string `json:"name"`
 	Type string `json:"type"` // postgres | kafka | stdout
 	// CheckpointStore is where the sink's checkpoints are: postgres (its own tables), file,
@@ -47,14 +47,14 @@ type resourceStatus struct {
 	// Scope is the subset of the resource this checkpoint covers: empty fields for the
 	// whole resource; null when the configuration status loaded does not name the scope
 	// (a scope removed from it), of which only ScopeID is known.
-	Scope *scopeContent `json:"scope"`
+	Scope *Scope `json:"scope"`
 	// ScopeID is the short digest of the scope's content that checkpoints, metrics and logs
 	// key the scope by; "" for the whole resource.
 	ScopeID    string           `json:"scopeId,omitempty"`
 	Checkpoint checkpointStatus `json:"checkpoint"`
 	Objects    objectCounts     `json:"objects"`
 	// Quarantined names the changes the sink could not store whose keys no later version
-	// replaced (at most statusQuarantineList per resource).
+	// replaced (at most QuarantineList per resource).
 	Quarantined []quarantinedChange `json:"quarantined,omitempty"`
 }
 
@@ -108,8 +108,8 @@ type writerStatus struct {
 	ConnectedAt *time.Time `json:"connectedAt,omitempty"`
 }
 
-// daemonStatus is the running daemon's answer, or why there is none.
-type daemonStatus struct {
+// Daemon is the running daemon's answer, or why there is none.
+type Daemon struct {
 	URL       string `json:"url,omitempty"`
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"` // why the resources' state is unknown
@@ -125,33 +125,33 @@ type daemonStatus struct {
 }
 
 type accessDenial struct {
-	Resource string        `json:"resource"`
-	Scope    *scopeContent `json:"scope"`
-	ScopeID  string        `json:"scopeId,omitempty"`
-	Denied   []string      `json:"denied"` // list, watch
-	Error    string        `json:"error"`
-	Since    time.Time     `json:"since"`
+	Resource string    `json:"resource"`
+	Scope    *Scope    `json:"scope"`
+	ScopeID  string    `json:"scopeId,omitempty"`
+	Denied   []string  `json:"denied"` // list, watch
+	Error    string    `json:"error"`
+	Since    time.Time `json:"since"`
 }
 
 type degradedResource struct {
-	Resource string        `json:"resource"`
-	Scope    *scopeContent `json:"scope"`
-	ScopeID  string        `json:"scopeId,omitempty"`
-	Reason   string        `json:"reason"` // forbidden, not served, …
-	Error    string        `json:"error"`
-	Since    time.Time     `json:"since"`
+	Resource string    `json:"resource"`
+	Scope    *Scope    `json:"scope"`
+	ScopeID  string    `json:"scopeId,omitempty"`
+	Reason   string    `json:"reason"` // forbidden, not served, …
+	Error    string    `json:"error"`
+	Since    time.Time `json:"since"`
 }
 
-// scopeContent is what a configured resource entry narrows the resource to.
-type scopeContent struct {
+// Scope is what a configured resource entry narrows the resource to.
+type Scope struct {
 	Namespaces    []string `json:"namespaces"` // empty: every namespace
 	LabelSelector string   `json:"labelSelector,omitempty"`
 	FieldSelector string   `json:"fieldSelector,omitempty"`
 }
 
-// scopeColumn is the SCOPE column: "all" for the whole resource, else the namespaces and
+// ScopeColumn is the SCOPE column: "all" for the whole resource, else the namespaces and
 // selectors, else (content unknown) the scope's id.
-func scopeColumn(sc *scopeContent, id string) string {
+func ScopeColumn(sc *Scope, id string) string {
 	if sc == nil {
 		return "id " + id + " (not in this config)"
 	}
@@ -175,21 +175,21 @@ func scopeColumn(sc *scopeContent, id string) string {
 	return strings.Join(parts, " ")
 }
 
-// statusFormats are the values of status's --output.
-var statusFormats = []string{"table", "json", "yaml"}
+// formats are the values of status's --output.
+var formats = []string{"table", "json", "yaml"}
 
-func checkStatusFormat(f string) error {
-	for _, ok := range statusFormats {
+func CheckFormat(f string) error {
+	for _, ok := range formats {
 		if f == ok {
 			return nil
 		}
 	}
-	return fmt.Errorf("--output (-o) %q: want one of %s", f, strings.Join(statusFormats, ", "))
+	return fmt.Errorf("--output (-o) %q: want one of %s", f, strings.Join(formats, ", "))
 }
 
-// writeStatus prints r in format (one of statusFormats); now is the time ages are
+// Write prints r in format (one of formats); now is the time ages are
 // measured from.
-func writeStatus(w io.Writer, r *statusReport, format string, now time.Time) error {
+func Write(w io.Writer, r *Report, format string, now time.Time) error {
 	switch format {
 	case "json":
 		b, err := json.MarshalIndent(r, "", "  ")
@@ -206,14 +206,14 @@ func writeStatus(w io.Writer, r *statusReport, format string, now time.Time) err
 		_, err = w.Write(b)
 		return err
 	}
-	writeStatusTable(w, r, now)
+	writeTable(w, r, now)
 	return nil
 }
 
-// writeStatusTable prints one row per sink, resource and scope, then lines naming what a
+// writeTable prints one row per sink, resource and scope, then lines naming what a
 // row cannot hold: time travels, quarantined changes, read errors, the writers of each
 // PostgreSQL sink, then the resources the daemon does not stream.
-func writeStatusTable(out io.Writer, r *statusReport, now time.Time) {
+func writeTable(out io.Writer, r *Report, now time.Time) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SINK\tRESOURCE\tSCOPE\tCHECKPOINT\tAGE\tLIVE\tDELETED\tQUARANTINED")
 	var lines []string
@@ -222,7 +222,7 @@ func writeStatusTable(out io.Writer, r *statusReport, now time.Time) {
 			fmt.Fprintf(w, "%s\t(no checkpoint store: relists at every start)\t\t\t\t\t\t\n", s.Name)
 		}
 		for _, res := range s.Resources {
-			scope := scopeColumn(res.Scope, res.ScopeID)
+			scope := ScopeColumn(res.Scope, res.ScopeID)
 			rv, _ := strconv.ParseUint(res.Checkpoint.ResourceVersion, 10, 64)
 			age := "-"
 			if t := res.Checkpoint.UpdatedAt; t != nil {
@@ -321,7 +321,7 @@ func (w writerStatus) describe(holds bool) string {
 	return b.String()
 }
 
-func daemonLines(d daemonStatus, now time.Time) []string {
+func daemonLines(d Daemon, now time.Time) []string {
 	if !d.Reachable {
 		return []string{"resources: state unknown: " + d.Error}
 	}
@@ -335,7 +335,7 @@ func daemonLines(d daemonStatus, now time.Time) []string {
 	for _, g := range d.Degraded {
 		id := g.Resource
 		if g.ScopeID != "" {
-			id += " (scope " + scopeColumn(g.Scope, g.ScopeID) + ")"
+			id += " (scope " + ScopeColumn(g.Scope, g.ScopeID) + ")"
 		}
 		lines = append(lines, fmt.Sprintf("DEGRADED: resource %s: %s for %s: %s", id, g.Reason,
 			now.Sub(g.Since).Round(time.Second), strings.Join(strings.Fields(g.Error), " ")))
@@ -343,7 +343,7 @@ func daemonLines(d daemonStatus, now time.Time) []string {
 	for _, a := range d.AccessDenied {
 		id := a.Resource
 		if a.ScopeID != "" {
-			id += " (scope " + scopeColumn(a.Scope, a.ScopeID) + ")"
+			id += " (scope " + ScopeColumn(a.Scope, a.ScopeID) + ")"
 		}
 		lines = append(lines, fmt.Sprintf("ACCESS LOST: resource %s: %s denied for %s: %s", id, strings.Join(a.Denied, ", "),
 			now.Sub(a.Since).Round(time.Second), strings.Join(strings.Fields(a.Error), " ")))

@@ -1,0 +1,104 @@
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+)
+
+// Entry is one version as history prints it; its JSON is one element of -o json.
+type Entry struct {
+	ID              int64     `json:"id"`
+	ObservedAt      time.Time `json:"observedAt"`
+	Op              change.Op `json:"op"`
+	ResourceVersion string    `json:"resourceVersion"`
+	UID             string    `json:"uid"`
+	ChangedBy       string    `json:"changedBy"`
+	Inferred        bool      `json:"inferred"`
+	Reason          string    `json:"reason"`
+	Snapshot        bool      `json:"snapshot"`
+	// Patch turns the previous version's object into this one's; for a version with
+	// nothing to compare with (see postgres.Version.Previous) it replaces the whole
+	// document, so the patches applied in order from {} rebuild every version. Null for an
+	// inferred delete, which carries no object (and changes nothing).
+	Patch []PatchOp `json:"patch"`
+
+	diff string // the text form's body
+}
+
+func (v Entry) Header() string {
+	h := fmt.Sprintf("#%d  %s  %s  rv %s", v.ID, FormatTime(v.ObservedAt), v.Op, v.ResourceVersion)
+	switch {
+	case v.Inferred:
+		h += "  inferred (" + v.Reason + ")"
+	case v.Op == change.OpDelete:
+		h += "  observed"
+	}
+	if v.ChangedBy != "" {
+		h += "  by " + v.ChangedBy
+	}
+	if v.Snapshot {
+		h += "  snapshot" // read by a relist: versions between it and the one before were not seen
+	}
+	return h
+}
+
+// FormatTime is UTC with microseconds (PostgreSQL's precision), so a time printed by
+// history is exact as --since.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+// Show turns versions, in the order they were written, into what history prints.
+func Show(versions []postgres.Version) ([]Entry, error) {
+	out := make([]Entry, 0, len(versions))
+	for _, v := range versions {
+		sv := Entry{ID: v.ID, ObservedAt: v.ObservedAt.UTC(), Op: v.Op, ResourceVersion: v.RV.String(), UID: v.UID,
+			ChangedBy: v.ChangedBy, Inferred: v.Inferred, Reason: v.Reason, Snapshot: v.Snapshot}
+		if v.Object == nil {
+			sv.diff = fmt.Sprintf("(no object: kube-cdc inferred this delete, reason %s; the last state it saw is the version before)\n", v.Reason)
+			out = append(out, sv)
+			continue
+		}
+		to, err := Decode(v.Object)
+		if err != nil {
+			return nil, fmt.Errorf("version %d: %w", v.ID, err)
+		}
+		var from any // nil: nothing to compare with; shown whole
+		if v.Previous != nil {
+			if from, err = Decode(v.Previous); err != nil {
+				return nil, fmt.Errorf("the version before %d: %w", v.ID, err)
+			}
+		}
+		sv.Patch = JSONPatch(from, to)
+		if sv.diff, err = yamlDiff(from, to); err != nil {
+			return nil, fmt.Errorf("version %d: %w", v.ID, err)
+		}
+		if sv.diff == "" {
+			sv.diff = "(the object did not change besides its resourceVersion)\n"
+		}
+		out = append(out, sv)
+	}
+	return out, nil
+}
+
+// Print writes entries under title: in text, a header and a diff each; in json (output
+// "json"), a JSON array of the entries.
+func Print(w io.Writer, title string, entries []Entry, output string) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(entries)
+	}
+	fmt.Fprintln(w, title)
+	for _, v := range entries {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, v.Header())
+		fmt.Fprint(w, v.diff)
+	}
+	return nil
+}

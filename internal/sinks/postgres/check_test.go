@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Check names every privilege run would miss, in one sentence, and passes once the role
+// has exactly those: it asks for nothing run does not need.
+func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+		t.Fatal(err)
+	}
+	role, password := "checker_"+randomSuffix(), "pw-of-checker-"+randomSuffix()
+	admin := connect(t, dsn)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := admin.Exec(testCtx(t), fmt.Sprintf(sql, role)); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("CREATE ROLE %s LOGIN PASSWORD '" + password + "'")
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), pg.AdminDSN())
+		if err == nil {
+			defer c.Close(context.Background())
+			pg.TerminateBackends(context.Background(), strings.TrimPrefix(mustURL(t, dsn).Path, "/"))
+			c.Exec(context.Background(), "DROP OWNED BY "+role)
+			c.Exec(context.Background(), "DROP ROLE "+role)
+		}
+	})
+	exec("GRANT USAGE ON SCHEMA kube_cdc TO %s")
+	exec("GRANT SELECT ON ALL TABLES IN SCHEMA kube_cdc TO %s")
+	u := mustURL(t, dsn)
+	u.User = url.UserPassword(role, password)
+	opts := Options{DSN: u.String(), Schema: "kube_cdc", MaxConns: 1, Migrate: false}
+
+	_, err := Check(testCtx(t), "warehouse", cluster, opts, testLog(t))
+	if err == nil {
+		t.Fatal("Check passed a role that may only read")
+	}
+	for _, want := range []string{
+		"role " + role + " may not INSERT into kube_cdc.objects, UPDATE kube_cdc.objects",
+		"INSERT into kube_cdc.changes", "use sequence kube_cdc.changes_id_seq", "UPDATE kube_cdc.checkpoints",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), password) {
+		t.Errorf("%q shows the password", err)
+	}
+
+	exec("GRANT INSERT, UPDATE ON kube_cdc.objects, kube_cdc.checkpoints, kube_cdc.quarantine TO %s")
+	exec("GRANT INSERT ON kube_cdc.changes TO %s")
+	exec("GRANT USAGE ON SEQUENCE kube_cdc.changes_id_seq TO %s")
+	detail, err := Check(testCtx(t), "warehouse", cluster, opts, testLog(t))
+	if err != nil {
+		t.Fatalf("Check with every privilege run needs: %v", err)
+	}
+	if want := "postgres reachable as " + role + "; may read and write schema kube_cdc"; detail != want {
+		t.Errorf("detail %q, want %q", detail, want)
+	}
+}
+
+func TestScrubPasswordReplacesEveryPasswordGivenAndNothingForAnEmptyOne(t *testing.T) {
+	if got := ScrubPassword("user u:hunter2 at db, again hunter2; pw2 too", "hunter2", "", "pw2"); got != "user u:******** at db, again ********; ******** too" {
+		t.Errorf("got %q", got)
+	}
+	if got := ScrubPassword("nothing to hide", ""); got != "nothing to hide" {
+		t.Errorf("an empty password changed %q", got)
+	}
+}
