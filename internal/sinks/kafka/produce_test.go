@@ -131,23 +131,6 @@ func writtenSpread(t *testing.T, k *testenv.Kafka) (*Sink, context.Context, chan
 	return s, ctx, b
 }
 
-func TestAFailedSendReadsThePartitionLeadersAgain(t *testing.T) {
-	s, ctx, b := writtenSpread(t, testenv.NewKafka(t))
-	// A leader that moved to a broker now gone: every partition's, still fresh.
-	topic := TopicName(DefaultTopic, "prod", deployments)
-	s.mu.Lock()
-	for p := range s.leaderCache[topic].addrs {
-		s.leaderCache[topic].addrs[p] = "127.0.0.1:1"
-	}
-	s.mu.Unlock()
-	if err := s.Write(ctx, b); err == nil {
-		t.Fatal("a send to a closed port succeeded")
-	}
-	if err := s.Write(ctx, b); err != nil {
-		t.Errorf("the send after the failed one: %v, want the leaders read again", err)
-	}
-}
-
 // A partition's leader moves to another live broker (a broker restarting, a
 // reassignment). The sink's Transport keeps routing to the old leader until its next
 // metadata refresh, up to 6 s away: the write after the one the old leader refused must
