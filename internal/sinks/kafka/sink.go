@@ -463,9 +463,8 @@ func (s *Sink) produceChunk(ctx context.Context, topic string, partitions int, m
 
 // ensureTopic checks topic once (creating it with createTopics) and returns its number of
 // partitions and the largest record batch it accepts: maxMessageBytes when configured,
-// else the topic's max.message.bytes (at most batchBytes), else batchBytes. A topic whose
-// partitions the brokers do not list yet (just created by another client) is a retryable
-// error, and checked again at the next call.
+// else the topic's max.message.bytes (at most batchBytes), else batchBytes. The partitions of a topic another client created meanwhile are
+// asked of a broker (the Transport's cache may not list it yet).
 func (s *Sink) ensureTopic(ctx context.Context, topic string) (topicInfo, error) {
 	s.mu.Lock()
 	t, known := s.topics[topic]
@@ -482,8 +481,10 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) (topicInfo, error)
 	if err != nil {
 		return topicInfo{}, fmt.Errorf("kafka sink %s: %w", s.name, err)
 	}
-	if partitions <= 0 {
-		return topicInfo{}, fmt.Errorf("kafka sink %s: topic %s exists, but the brokers do not list its partitions yet", s.name, topic)
+	if partitions <= 0 { // another client created it meanwhile
+		if partitions, err = s.producer.Partitions(ctx, topic); err != nil {
+			return topicInfo{}, classify(fmt.Errorf("kafka sink %s: %w", s.name, err))
+		}
 	}
 	t = topicInfo{partitions: partitions, maxBytes: s.batchBytes}
 	if s.opts.MaxMessageBytes <= 0 {

@@ -23,7 +23,8 @@ import (
 // moved (a broker restarted, a reassignment) and the Transport learns it only at its next
 // refresh, up to its MetadataTTL later, so every retry until then would go to the
 // old leader and fail again. For that long the topic's leaders are asked of a broker
-// directly (askLeaders), once per leadersFresh.
+// directly (askLeaders), once per leadersFresh. So are those of a topic the cache does
+// not list (created by another client since the Transport's last refresh).
 func (p *Producer) leaders(ctx context.Context, topic string) (map[int]string, error) {
 	p.mu.Lock()
 	l, ok := p.leaderCache[topic]
@@ -39,6 +40,12 @@ func (p *Producer) leaders(ctx context.Context, topic string) (map[int]string, e
 	}
 	if !ask || err != nil {
 		addrs, err = p.readLeaders(ctx, topic)
+	}
+	if err != nil && !ask && errors.Is(err, kafka.UnknownTopicOrPartition) {
+		// The Transport's cache lacks a topic another client created since its refresh.
+		if a, aerr := p.askLeaders(ctx, topic, nil); aerr == nil {
+			addrs, err = a, nil
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -86,10 +93,46 @@ func (p *Producer) readLeaders(ctx context.Context, topic string) (map[int]strin
 	return leadersOf(r.(*metadataapi.Response), topic)
 }
 
-// askLeaders asks the brokers for topic's leaders over the sink's own connections: the
-// bootstrap brokers first, then those of known (the leaders read last), until one
-// answers.
+// askLeaders asks the brokers for topic's leaders over the Producer's own connections
+// (askBrokers).
 func (p *Producer) askLeaders(ctx context.Context, topic string, known map[int]string) (map[int]string, error) {
+	var out map[int]string
+	err := p.askBrokers(ctx, topic, known, func(r *metadataapi.Response) (err error) {
+		out, err = leadersOf(r, topic)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition leaders of %s: %w", topic, err)
+	}
+	return out, nil
+}
+
+// Partitions asks a broker how many partitions topic has: not the Transport's cache,
+// which does not list a topic another client created since its last refresh.
+func (p *Producer) Partitions(ctx context.Context, topic string) (int, error) {
+	n := 0
+	err := p.askBrokers(ctx, topic, nil, func(r *metadataapi.Response) error {
+		if len(r.Topics) != 1 {
+			return kafka.UnknownTopicOrPartition
+		}
+		if err := brokerError(r.Topics[0].ErrorCode, ""); err != nil {
+			return err
+		}
+		if n = len(r.Topics[0].Partitions); n == 0 {
+			return kafka.LeaderNotAvailable
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	return n, nil
+}
+
+// askBrokers asks the brokers about topic over the Producer's own connections, the
+// bootstrap brokers first, then those of known (the leaders read last), until one
+// answers with what read accepts.
+func (p *Producer) askBrokers(ctx context.Context, topic string, known map[int]string, read func(*metadataapi.Response) error) error {
 	addrs := slices.Clone(p.cfg.Brokers)
 	var more []string
 	for _, a := range known {
@@ -103,9 +146,8 @@ func (p *Producer) askLeaders(ctx context.Context, topic string, known map[int]s
 	for _, a := range addrs {
 		r, err := p.conns.roundTrip(ctx, a, &metadataapi.Request{TopicNames: []string{topic}})
 		if err == nil {
-			var out map[int]string
-			if out, err = leadersOf(r.(*metadataapi.Response), topic); err == nil {
-				return out, nil
+			if err = read(r.(*metadataapi.Response)); err == nil {
+				return nil
 			}
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", a, err))
@@ -113,7 +155,7 @@ func (p *Producer) askLeaders(ctx context.Context, topic string, known map[int]s
 			break
 		}
 	}
-	return nil, fmt.Errorf("partition leaders of %s: %w", topic, errors.Join(errs...))
+	return errors.Join(errs...)
 }
 
 // leadersOf reads topic's partition leaders from a metadata answer.

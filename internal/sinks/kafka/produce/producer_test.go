@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -472,4 +473,48 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	roots := x509.NewCertPool()
 	roots.AddCert(c)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: c}, roots
+}
+
+// hideTopics makes the broker's answer to a request for every topic's metadata (the
+// Transport's refresh, whose result it serves its clients from) list none, until the
+// returned function is called.
+func hideTopics(t *testing.T, k *testenv.Kafka) (shown func()) {
+	c := k.Cluster()
+	var blind atomic.Bool
+	blind.Store(true)
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.MetadataRequest)
+		if r.Topics != nil || !blind.Load() {
+			return nil, nil, false
+		}
+		host, port, _ := net.SplitHostPort(k.Addr())
+		p, _ := strconv.Atoi(port)
+		resp := r.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: host, Port: int32(p)}}
+		return resp, nil, true
+	})
+	return func() { blind.Store(false) }
+}
+
+// A topic the Transport's cache does not list (created by another client since its last
+// refresh, 6 s at most) is asked of a broker: its partitions and its leaders.
+func TestATopicTheTransportDoesNotListYetIsAskedOfABroker(t *testing.T) {
+	k := testenv.NewKafka(t)
+	newTopic(t, k, 6)
+	shown := hideTopics(t, k)
+	p := newProducer(t, k, Config{})
+	n, err := p.Partitions(testCtx(t), topic)
+	if err != nil || n != 6 {
+		t.Fatalf("Partitions = %d, %v; want 6", n, err)
+	}
+	msgs := spread(t, 12)
+	if err := p.Send(testCtx(t), topic, 6, msgs); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	shown()
+	expectOnceOnTheirPartitionsInOrder(t, k, msgs)
+	if _, err := p.Partitions(testCtx(t), "missing"); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		t.Errorf("Partitions of a missing topic: %v, want %v", err, kafka.UnknownTopicOrPartition)
+	}
 }
