@@ -397,8 +397,9 @@ func chunkLen(msgs []kafka.Message, partitions, maxBytes int) int {
 const batchOverhead = 61
 
 // recordSize bounds m's size in a record batch: key, value, headers and what kafka-go
-// adds to them (recordOverhead). It is at least kafka-go's own measure, so a batch within
-// the writer's BatchBytes by this count is one batch to kafka-go too.
+// adds to them (recordOverhead). It is at least kafka-go's own measure
+// (produce.MessageSize), so no record within a chunk's bytes by this count is refused by
+// the producer's MaxMessageBytes.
 func recordSize(m kafka.Message) int {
 	n := len(m.Key) + len(m.Value) + recordOverhead
 	for _, h := range m.Headers {
