@@ -96,6 +96,13 @@ func rules() []rule {
 			why:    "sinks, checkpoint stores and the envelope know nothing of the pipeline or the source",
 		},
 		{
+			// A driver bypass is protocol code with its own tests: it knows nothing of
+			// changes, checkpoints or the sink that uses it.
+			pkgs:   anyOf(under("internal/sinks/kafka/produce"), under("internal/sinks/postgres/roundtrip")),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "the sinks' driver bypasses (kafka/produce, postgres/roundtrip) import nothing of the project",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",

@@ -43,8 +43,8 @@
 // tolerate a re-emit that lands after a newer record of the same key, ignore a record
 // whose RV is below the newest they applied for that key.
 //
-// Under a partial failure (some partitions acknowledge, one refuses) kafka-go reports
-// per-message errors; the acknowledged records are done, and only the refused ones, in
+// Under a partial failure (some partitions acknowledge, one refuses) the producer reports
+// per-record errors; the acknowledged records are done, and only the refused ones, in
 // their order, are written again, within the same write and by the pipeline's retry of the
 // prepared write alike, so no record of a batch goes out twice and each key stays in order.
 //
@@ -63,6 +63,15 @@
 // identity; source.quarantined) takes its place in the data topic, the record goes to the
 // dead-letter topic (Options.DeadLetterTopic), the change is logged at warn and counted,
 // and the checkpoint moves on. ReadQuarantine reads the dead-letter topic back.
+//
+// # Producing
+//
+// Every record (data, tombstones, dead letters, resolved records) goes out through one
+// producer, produce.Producer (internal/sinks/kafka/produce): one produce request per
+// partition leader for each chunk, over connections of its own, routed by the sink's
+// kafka-go Transport. kafka-go's Client does the rest: metadata, topic creation,
+// DescribeConfigs. (The kafka checkpoint store writes its offsets topic with a kafka-go
+// Writer of its own.)
 //
 // # Checkpoints and the key index
 //

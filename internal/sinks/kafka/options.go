@@ -16,8 +16,9 @@ type Options struct {
 	ReplicationFactor int  `koanf:"replicationFactor"` // default DefaultReplicationFactor
 	// Compression: none | gzip | snappy | lz4 | zstd. Default none.
 	Compression string `koanf:"compression"`
-	// BatchTimeout bounds how long the writer waits to fill a batch. Default DefaultBatchTimeout (kafka-go's
-	// own default of 1s would add a second to every change).
+	// BatchTimeout has no effect: it was how long kafka-go's Writer waited to fill a batch,
+	// and the sink now sends every chunk at once (produce.Producer). Kept so that configs
+	// setting it still load. Default DefaultBatchTimeout.
 	BatchTimeout time.Duration `koanf:"batchTimeout"`
 	// WriteTimeout bounds one produce request. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration `koanf:"writeTimeout"`

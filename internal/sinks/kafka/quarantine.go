@@ -281,8 +281,9 @@ func (q *quarantine) report(ctx context.Context) {
 }
 
 // refusedTooLarge is produceChunk's error for records refused as too large: by the broker
-// (their partition's batch over its limit) or by kafka-go before sending anything (one
-// record over the writer's BatchBytes).
+// (their partition's batch over its limit) or by the producer before sending anything
+// (one record over its MaxMessageBytes, the sink's batchBytes; the reason still says
+// "the writer's batch bytes", as it did when kafka-go's Writer refused it).
 type refusedTooLarge struct {
 	indexes []int // of the refused records among the unacknowledged ones
 	reason  string
@@ -317,7 +318,7 @@ func brokerRefused(werr kafka.WriteErrors) *refusedTooLarge {
 	return r
 }
 
-// clientRefused is the refusedTooLarge of kafka-go's MessageTooLargeError for msgs.
+// clientRefused is the refusedTooLarge of the producer's kafka.MessageTooLargeError for msgs.
 func clientRefused(msgs []kafka.Message, e kafka.MessageTooLargeError, batchBytes int) *refusedTooLarge {
 	r := &refusedTooLarge{single: true, err: e, reason: fmt.Sprintf("over the writer's %d batch bytes", batchBytes)}
 	for i := range msgs {

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/resolved"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
 // DefaultResolvedTopic is the default resolved topic template: one topic per cluster,
@@ -56,22 +58,38 @@ func (s *Sink) startResolved() {
 }
 
 // writeResolved writes ws as resolved records and returns once the brokers acknowledged
-// all of them.
+// all of them: per resolved topic (one by default), in the order of ws, through produce
+// like data records.
 func (s *Sink) writeResolved(ctx context.Context, ws []resolved.Watermark) error {
-	msgs := make([]kafka.Message, 0, len(ws))
+	var topics []string
+	byTopic := map[string][]kafka.Message{}
+	infos := map[string]topicInfo{}
 	for _, w := range ws {
 		topic := ResolvedTopicName(s.opts.ResolvedTopic, s.opts.Topic, s.cluster, w.Resource)
-		if _, err := s.ensureTopic(ctx, topic); err != nil {
-			return err
+		if _, ok := infos[topic]; !ok {
+			t, err := s.ensureTopic(ctx, topic)
+			if err != nil {
+				return err
+			}
+			infos[topic] = t
+			topics = append(topics, topic)
 		}
-		msgs = append(msgs, resolvedMessage(topic, w))
+		byTopic[topic] = append(byTopic[topic], resolvedMessage(topic, w))
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
 	defer cancel()
-	if err := s.writer.WriteMessages(ctx, msgs...); err != nil {
-		return classify(fmt.Errorf("kafka sink %s: write %d resolved records: %w", s.name, len(msgs), err))
+	for _, topic := range topics {
+		if _, err := s.produce(ctx, topic, infos[topic], byTopic[topic], refuseResolved); err != nil {
+			return classify(fmt.Errorf("kafka sink %s: write %d resolved records: %w", s.name, len(ws), err))
+		}
 	}
 	return nil
+}
+
+// refuseResolved is produce's answer to a resolved record refused as too large: a
+// resolved record is a key, an RV and a few headers, so the topic's limit is broken.
+func refuseResolved(_ *kafka.Message, reason string) error {
+	return retry.Terminal(errors.New(reason))
 }
 
 func resolvedMessage(topic string, w resolved.Watermark) kafka.Message {

@@ -16,6 +16,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/resolved"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/produce"
 )
 
 // Defaults of Options.
@@ -30,12 +31,11 @@ const (
 	DefaultMaxMessageBytes = 1 << 20
 )
 
-// writerBatchSize is the kafka-go writer's records per partition batch. kafka-go
-// allocates that many message slots (≈150 B each) for every partition batch it starts,
-// however few records it holds: at 2,048 a steady stream of one-change writes made
-// ≈0.3 MB of garbage per write and the GC a third of the daemon's CPU. 512 slots of
-// ~1.5 KB records already reach kafka-go's 1 MiB BatchBytes; produce cuts bigger pipeline
-// batches into chunks that go out one after the other.
+// writerBatchSize is the most records a chunk puts on one partition (one record batch
+// of one produce request): 512 records of ~1.5 KB already reach writerBatchBytes;
+// produce cuts bigger pipeline batches into chunks that go out one after the other. (The
+// name is from kafka-go's Writer, whose BatchSize it was; the Writer allocated that many
+// message slots for every partition batch, which is why it is not larger.)
 const writerBatchSize = 512
 
 // withDefaults fills Options' documented defaults.
@@ -76,12 +76,9 @@ type Sink struct {
 	log           *slog.Logger
 	transport     *kafka.Transport
 	client        *kafka.Client
-	conns         *leaderConns // send's
-	compression   kafka.Compression
-	// writer produces what send does not: records of a topic whose partition count is
-	// unknown, dead letters and resolved records.
-	writer *kafka.Writer
-	// batchBytes is the writer's BatchBytes and the most any topic's limit can be:
+	// producer sends every record: data, dead letters and resolved records.
+	producer *produce.Producer
+	// batchBytes is the producer's MaxMessageBytes and the most any topic's limit can be:
 	// opts.MaxMessageBytes, else the broker's message.max.bytes, else DefaultMaxMessageBytes.
 	batchBytes int
 	metrics    Metrics
@@ -89,16 +86,13 @@ type Sink struct {
 	resolved     *resolved.Emitter
 	stopResolved func()
 
-	mu          sync.Mutex
-	topics      map[string]topicInfo    // topics known to exist
-	ids         []int                   // partitionIDs
-	leaderCache map[string]topicLeaders // leaders
-	askUntil    map[string]time.Time    // leaders: ask a broker rather than the Transport's cache until then
+	mu     sync.Mutex
+	topics map[string]topicInfo // topics known to exist
 }
 
 // topicInfo is what the sink knows of a topic it checked.
 type topicInfo struct {
-	partitions int // 0: unknown
+	partitions int // at least 1
 	maxBytes   int // the largest record batch it accepts (maxMessageBytes)
 }
 
@@ -126,43 +120,16 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 	}
 	s := &Sink{
 		name: name, cluster: cluster, opts: opts, Keeper: checkpoint.Keeper{SinkName: name, Store: store},
-		log:         log.With("sink", name),
-		transport:   tr,
-		client:      &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
-		conns:       newLeaderConns(tr, opts.WriteTimeout),
-		topics:      map[string]topicInfo{},
-		compression: comp,
-	}
-	s.writer = &kafka.Writer{
-		Addr: kafka.TCP(opts.Brokers...),
-		// Dangerous defaults made explicit: acks from every in-sync replica, and
-		// synchronous writes so errors reach Write.
-		RequiredAcks: kafka.RequireAll,
-		Async:        false,
-		// Per-key order: one key, one partition.
-		Balancer:     &kafka.Hash{},
-		BatchTimeout: opts.BatchTimeout,
-		// Each chunk of a pipeline batch (chunkLen) goes out in one produce request per
-		// partition. kafka-go allocates BatchSize messages per partition batch up front,
-		// so "unlimited" (1<<20) cost 150 MB per write.
-		BatchSize: writerBatchSize,
-		// Set below to batchBytes: chunkLen cuts chunks within each topic's limit, and a
-		// record over it never reaches the writer (screenOversized).
-		WriteTimeout:    opts.WriteTimeout,
-		ReadTimeout:     opts.WriteTimeout,
-		Compression:     comp,
-		MaxAttempts:     3,
-		WriteBackoffMin: 50 * time.Millisecond,
-		WriteBackoffMax: 500 * time.Millisecond,
-		Transport:       tr,
-		ErrorLogger:     kafka.LoggerFunc(func(msg string, args ...any) { s.log.Debug(fmt.Sprintf(msg, args...)) }),
+		log:       log.With("sink", name),
+		transport: tr,
+		client:    &kafka.Client{Addr: kafka.TCP(opts.Brokers...), Transport: tr, Timeout: opts.WriteTimeout},
+		topics:    map[string]topicInfo{},
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.WriteTimeout)
 	defer cancel()
 	meta, err := s.client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		tr.CloseIdleConnections()
-		s.conns.close()
 		err = fmt.Errorf("kafka sink %s: brokers %s: %w", name, strings.Join(opts.Brokers, ","), err)
 		if isTerminal(err) {
 			return nil, retry.Terminal(err)
@@ -179,7 +146,8 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 			s.batchBytes = n
 		}
 	}
-	s.writer.BatchBytes = int64(s.batchBytes)
+	s.producer = produce.New(produce.Config{Brokers: opts.Brokers, Transport: tr, WriteTimeout: opts.WriteTimeout,
+		Compression: comp, MaxMessageBytes: s.batchBytes})
 	s.startResolved()
 	return s, nil
 }
@@ -321,14 +289,13 @@ func encodeBatch(topic string, changes []change.Change) []kafka.Message {
 }
 
 // produce writes msgs and returns the ones still unacknowledged (none on success), in
-// chunks that kafka-go sends as at most one produce request per partition (chunkLen): a
-// partition whose records went out in two requests could have the first refused and the
-// second acknowledged, and writing the first again would then put older versions of a
-// key after newer ones. A chunk is acknowledged whole before the next one goes out.
+// chunks that the producer sends as one produce request per partition leader (chunkLen):
+// a partition whose records went out in two requests could have the first refused and
+// the second acknowledged, and writing the first again would then put older versions of
+// a key after newer ones. A chunk is acknowledged whole before the next one goes out.
 //
-// t.partitions is the topic's partition count (0: unknown). Knowing it, a chunk is cut
-// per partition, so a batch spread over several partitions still goes out in one round of
-// parallel requests; unknown, the limits apply to the chunk as a whole.
+// A chunk is cut per partition of t.partitions, so a batch spread over several
+// partitions still goes out in one round of parallel requests.
 //
 // A partition batch the broker refuses as too large is split: its records go out again
 // in chunks of half the bytes, in order, until each is alone; a record refused alone is
@@ -373,11 +340,11 @@ const writerBatchBytes = 1 << 20
 // sizes a batch (length varints, offset and timestamp deltas, attributes).
 const recordOverhead = 64
 
-// chunkLen is how many of msgs, from the first, fit one kafka-go batch per partition:
+// chunkLen is how many of msgs, from the first, fit one record batch per partition:
 // at most writerBatchSize records of at most maxBytes (with the batch's framing) on each
-// partition, counted per partition with the writer's own balancer when the partition
-// count is known, over the whole chunk otherwise. It is at least 1, and takes at least
-// one record per partition: a record too large for a batch goes out alone.
+// partition, counted per partition with the producer's balancer (kafka.Hash) when the
+// partition count is known, over the whole chunk otherwise. It is at least 1, and takes
+// at least one record per partition: a record too large for a batch goes out alone.
 func chunkLen(msgs []kafka.Message, partitions, maxBytes int) int {
 	var ids []int
 	if partitions > 0 {
@@ -410,8 +377,9 @@ func chunkLen(msgs []kafka.Message, partitions, maxBytes int) int {
 const batchOverhead = 61
 
 // recordSize bounds m's size in a record batch: key, value, headers and what kafka-go
-// adds to them (recordOverhead). It is at least kafka-go's own measure, so a batch within
-// the writer's BatchBytes by this count is one batch to kafka-go too.
+// adds to them (recordOverhead). It is at least kafka-go's own measure
+// (produce.MessageSize), so no record within a chunk's bytes by this count is refused by
+// the producer's MaxMessageBytes.
 func recordSize(m kafka.Message) int {
 	n := len(m.Key) + len(m.Value) + recordOverhead
 	for _, h := range m.Headers {
@@ -424,26 +392,21 @@ func recordSize(m kafka.Message) int {
 func fits(m kafka.Message, maxBytes int) bool { return batchOverhead+recordSize(m) <= maxBytes }
 
 // produceChunk writes msgs, one chunk, and returns the ones still unacknowledged (none on
-// success). kafka-go reports failures per message (WriteErrors): records it acknowledged
-// are done and never sent again; the rest, still in their order, are written again as
+// success). The producer reports failures per record (kafka.WriteErrors): records the
+// brokers acknowledged are done and never sent again; the rest, still in their order, are written again as
 // long as each attempt gets further. A write that makes no progress returns, retryable
 // unless the broker's answer says retrying cannot help. Records refused as too large
 // return at once as a *refusedTooLarge naming them, for produce to split or quarantine.
 func (s *Sink) produceChunk(ctx context.Context, topic string, partitions int, msgs []kafka.Message) ([]kafka.Message, error) {
 	total := len(msgs)
 	for len(msgs) > 0 {
-		var err error
-		if partitions > 0 {
-			err = s.send(ctx, topic, partitions, msgs)
-		} else {
-			err = s.writer.WriteMessages(ctx, msgs...)
-		}
+		err := s.producer.Send(ctx, topic, partitions, msgs)
 		if err == nil {
 			return nil, nil
 		}
 		var clientTooLarge kafka.MessageTooLargeError
 		if errors.As(err, &clientTooLarge) {
-			// kafka-go refused to send anything: one record is over BatchBytes by its measure.
+			// The producer sent nothing: one record is over batchBytes by kafka-go's measure.
 			return msgs, clientRefused(msgs, clientTooLarge, s.batchBytes)
 		}
 		var werr kafka.WriteErrors
@@ -480,9 +443,9 @@ func (s *Sink) produceChunk(ctx context.Context, topic string, partitions int, m
 }
 
 // ensureTopic checks topic once (creating it with createTopics) and returns its number of
-// partitions, 0 when unknown, and the largest record batch it accepts: maxMessageBytes
-// when configured, else the topic's max.message.bytes (at most the writer's batchBytes),
-// else batchBytes.
+// partitions and the largest record batch it accepts: maxMessageBytes when configured,
+// else the topic's max.message.bytes (at most batchBytes), else batchBytes. The partitions of a topic another client created meanwhile are
+// asked of a broker (the Transport's cache may not list it yet).
 func (s *Sink) ensureTopic(ctx context.Context, topic string) (topicInfo, error) {
 	s.mu.Lock()
 	t, known := s.topics[topic]
@@ -498,6 +461,11 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) (topicInfo, error)
 	}, s.opts.CreateTopics)
 	if err != nil {
 		return topicInfo{}, fmt.Errorf("kafka sink %s: %w", s.name, err)
+	}
+	if partitions <= 0 { // another client created it meanwhile
+		if partitions, err = s.producer.Partitions(ctx, topic); err != nil {
+			return topicInfo{}, classify(fmt.Errorf("kafka sink %s: %w", s.name, err))
+		}
 	}
 	t = topicInfo{partitions: partitions, maxBytes: s.batchBytes}
 	if s.opts.MaxMessageBytes <= 0 {
@@ -521,7 +489,7 @@ func (s *Sink) forgetTopic(topic string) {
 }
 
 // Close writes the store's pending commits, the last resolved records (when on), and
-// closes the writer and the connections. Records not yet acknowledged may be lost; their
+// closes the connections. Records not yet acknowledged may be lost; their
 // batches were never committed, so they are written again after a restart.
 func (s *Sink) Close() error {
 	// First, so that the watermarks waiting for the flush are the last ones written.
@@ -529,8 +497,7 @@ func (s *Sink) Close() error {
 	if s.stopResolved != nil {
 		s.stopResolved()
 	}
-	err := s.writer.Close()
-	s.conns.close()
+	s.producer.Close()
 	s.transport.CloseIdleConnections()
-	return errors.Join(flushErr, err, s.Store.Close())
+	return errors.Join(flushErr, s.Store.Close())
 }

@@ -47,7 +47,8 @@ func classify(err error) error {
 }
 
 // ensureTopic checks that cfg.Topic exists and returns its number of partitions (0 when
-// it was just found to exist by creating it and another creator won: unknown). A missing
+// it was just found to exist by creating it, another creator won, and the brokers do not
+// list its partitions yet: unknown). A missing
 // topic is created with cfg when create is set; otherwise it is a terminal error naming
 // the topic.
 func ensureTopic(ctx context.Context, client *kafka.Client, cfg kafka.TopicConfig, create bool) (int, error) {
@@ -74,12 +75,26 @@ func ensureTopic(ctx context.Context, client *kafka.Client, cfg kafka.TopicConfi
 		return 0, classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
 	}
 	if err := res.Errors[cfg.Topic]; err != nil {
-		if errors.Is(err, kafka.TopicAlreadyExists) {
-			return 0, nil
+		if errors.Is(err, kafka.TopicAlreadyExists) { // another client created it meanwhile
+			return listedPartitions(ctx, client, cfg.Topic)
 		}
 		return 0, classify(fmt.Errorf("create topic %s: %w", cfg.Topic, err))
 	}
 	return cfg.NumPartitions, nil
+}
+
+// listedPartitions is the number of partitions the brokers list for topic, 0 for none.
+func listedPartitions(ctx context.Context, client *kafka.Client, topic string) (int, error) {
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, classify(fmt.Errorf("look up topic %s: %w", topic, err))
+	}
+	for _, t := range meta.Topics {
+		if t.Name == topic && t.Error == nil {
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, nil
 }
 
 // brokerMaxMessageBytes reads message.max.bytes, the largest record batch the brokers

@@ -129,7 +129,7 @@ func (s *Sink) writeInline(ctx context.Context, w *batchWrite) error {
 		args = append(args, v...)
 	}
 	st := s.inline.statement(len(w.staged), checkpoint)
-	if err := s.execStatement(ctx, st.name, st.sql, args); err != nil {
+	if err := s.exchange.Exec(ctx, st.name, st.sql, args); err != nil {
 		return err
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {

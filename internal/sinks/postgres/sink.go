@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/roundtrip"
 )
 
 // Sink writes batches of changes to PostgreSQL: see the package documentation.
@@ -25,10 +26,9 @@ type Sink struct {
 	password      string // scrubbed from every error
 	sql           statements
 	inline        *inlineStatements // single-statement writes of small batches (inline.go)
-	// prepares: the DSN lets pgx keep prepared statements (its default
-	// default_query_exec_mode, cache_statement); a DSN that asks for another mode (a
-	// transaction-pooling pgbouncer) keeps execStatement on pgx's Exec in that mode.
-	prepares   bool
+	// exchange sends the single statements in one round trip (pgx's Exec when the DSN
+	// asks pgx not to prepare statements).
+	exchange   *roundtrip.Executor
 	metrics    Metrics // optional: SetMetrics
 	noPrecheck bool    // tests: leave every poison object to the bisecting safety net
 
@@ -90,7 +90,7 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 		sql: newStatements(opts.Schema),
 	}
 	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql)
-	s.prepares = cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && cfg.ConnConfig.StatementCacheCapacity > 0
+	s.exchange = roundtrip.New(pool)
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres sink %q: %w", name, err)

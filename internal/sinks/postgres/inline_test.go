@@ -11,7 +11,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// A steady watch's batch is one statement sent without pgx's Exec (execStatement): it
+// A steady watch's batch is one statement sent without pgx's Exec (roundtrip.Executor): it
 // must end as Exec's would when the server goes away or the caller gives up while the
 // statement waits, and leave the sink able to write the batch again, exactly once.
 func TestASingleStatementWriteCutOffWhileItWaitsFailsRetryablyAndItsRetryLandsOnce(t *testing.T) {

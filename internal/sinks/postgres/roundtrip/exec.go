@@ -1,4 +1,4 @@
-package postgres
+package roundtrip
 
 import (
 	"context"
@@ -8,15 +8,31 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// exchangeMaxBytes bounds the parameters of a statement sent by execStatement: a message
+// Executor runs small statements on a pool's connections in one round trip (Exec).
+type Executor struct {
+	pool *pgxpool.Pool
+	// prepares: the pool's DSN lets pgx keep prepared statements (its default
+	// default_query_exec_mode, cache_statement); a DSN that asks for another mode (a
+	// transaction-pooling pgbouncer) keeps Exec on pgx's Exec in that mode.
+	prepares bool
+}
+
+// New returns the Executor of pool.
+func New(pool *pgxpool.Pool) *Executor {
+	cc := pool.Config().ConnConfig
+	return &Executor{pool: pool, prepares: cc.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && cc.StatementCacheCapacity > 0}
+}
+
+// exchangeMaxBytes bounds the parameters of a statement sent by Exec: a message
 // this small goes into the socket's send buffer at once, so its write cannot wait on a
 // server that is itself waiting for the client to read. Larger statements go through
 // pgx's Exec, whose writes guard against that deadlock.
 const exchangeMaxBytes = 64 << 10
 
-// execStatement runs sql (a statement that returns nothing the caller needs), prepared
+// Exec runs sql (a statement that returns nothing the caller needs), prepared
 // once per connection under name, as one Bind, Execute and Sync in one write, and reads
 // its results to the ReadyForQuery.
 //
@@ -38,12 +54,12 @@ const exchangeMaxBytes = 64 << 10
 // done with, or a DSN that asks pgx not to prepare statements (default_query_exec_mode
 // other than cache_statement, as behind a transaction-pooling pgbouncer) goes through
 // pgx's Exec instead.
-func (s *Sink) execStatement(ctx context.Context, name, sql string, args []any) error {
-	if !s.prepares {
-		_, err := s.pool.Exec(ctx, sql, args...)
+func (e *Executor) Exec(ctx context.Context, name, sql string, args []any) error {
+	if !e.prepares {
+		_, err := e.pool.Exec(ctx, sql, args...)
 		return err
 	}
-	c, err := s.pool.Acquire(ctx)
+	c, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -108,7 +124,7 @@ func (s *Sink) execStatement(ctx context.Context, name, sql string, args []any) 
 func readResults(pc *pgconn.PgConn) (*pgconn.PgError, error) {
 	var pgErr *pgconn.PgError
 	for {
-		// context.Background: execStatement watches the context itself, once.
+		// context.Background: Exec watches the context itself, once.
 		msg, err := pc.ReceiveMessage(context.Background())
 		if err != nil {
 			return pgErr, err

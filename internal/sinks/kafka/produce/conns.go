@@ -1,4 +1,4 @@
-package kafka
+package produce
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 )
 
-// leaderConns are the sink's own connections to the brokers that lead its partitions, for
-// send's produce requests: a request is written and its answer read in the goroutine of
+// leaderConns are the Producer's own connections to the brokers that lead its partitions, for
+// Send's produce requests: a request is written and its answer read in the goroutine of
 // the write, one request at a time on a connection.
 //
 // Why not kafka-go's Transport, which Client.Produce goes through: it hands every request
@@ -33,13 +33,13 @@ import (
 //
 // Routing (which broker leads a partition) comes from the Transport's metadata cache,
 // which it refreshes on its own, except for a while after a failed send, when it is asked
-// of a broker over these connections (Sink.leaders).
+// of a broker over these connections (Producer.leaders).
 type leaderConns struct {
 	dial     func(ctx context.Context, network, address string) (net.Conn, error)
 	tls      *tls.Config // nil: plain TCP
 	sasl     sasl.Mechanism
 	clientID string
-	timeout  time.Duration // a request's write timeout (Options.WriteTimeout)
+	timeout  time.Duration // a request's write timeout (Config.WriteTimeout)
 
 	mu     sync.Mutex
 	idle   map[string][]*leaderConn // by broker address, most recently used last
@@ -64,7 +64,7 @@ type leaderConn struct {
 }
 
 // errConnsClosed is the error of a round trip after Close.
-var errConnsClosed = errors.New("kafka sink closed")
+var errConnsClosed = errors.New("kafka producer closed")
 
 func newLeaderConns(tr *kafka.Transport, timeout time.Duration) *leaderConns {
 	dial := tr.Dial

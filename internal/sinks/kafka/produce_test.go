@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,23 +133,6 @@ func writtenSpread(t *testing.T, k *testenv.Kafka) (*Sink, context.Context, chan
 	return s, ctx, b
 }
 
-func TestAFailedSendReadsThePartitionLeadersAgain(t *testing.T) {
-	s, ctx, b := writtenSpread(t, testenv.NewKafka(t))
-	// A leader that moved to a broker now gone: every partition's, still fresh.
-	topic := TopicName(DefaultTopic, "prod", deployments)
-	s.mu.Lock()
-	for p := range s.leaderCache[topic].addrs {
-		s.leaderCache[topic].addrs[p] = "127.0.0.1:1"
-	}
-	s.mu.Unlock()
-	if err := s.Write(ctx, b); err == nil {
-		t.Fatal("a send to a closed port succeeded")
-	}
-	if err := s.Write(ctx, b); err != nil {
-		t.Errorf("the send after the failed one: %v, want the leaders read again", err)
-	}
-}
-
 // A partition's leader moves to another live broker (a broker restarting, a
 // reassignment). The sink's Transport keeps routing to the old leader until its next
 // metadata refresh, up to 6 s away: the write after the one the old leader refused must
@@ -186,6 +171,58 @@ func TestTheWriteAfterALeaderMovedGoesToTheNewLeader(t *testing.T) {
 	for p, to := range want {
 		if got := k.Cluster().LeaderFor(topic, p); got != to {
 			t.Fatalf("partition %d is led by node %d, want %d", p, got, to)
+		}
+	}
+}
+
+// A topic another client creates between the sink's look-up and its own CreateTopics
+// (TOPIC_ALREADY_EXISTS) is written all the same, with the partition count the brokers
+// list for it: each key on its hash partition, as every other client puts it. The
+// Transport's cache, refreshed only every 6 s, never lists it here.
+func TestATopicAnotherClientCreatedMeanwhileIsWrittenOnItsOwnPartitions(t *testing.T) {
+	ctx := testCtx(t)
+	k := testenv.NewKafka(t)
+	topic := TopicName(DefaultTopic, "prod", deployments)
+	if err := k.CreateTopic(ctx, topic, partialPartitions, true); err != nil {
+		t.Fatal(err)
+	}
+	// kafka-go's Transport asks for every topic (and serves its clients' metadata from
+	// what it got): it gets none.
+	c := k.Cluster()
+	var hidden atomic.Int32
+	var blind atomic.Bool // until the sink wrote
+	blind.Store(true)
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.MetadataRequest)
+		if r.Topics != nil || !blind.Load() {
+			return nil, nil, false
+		}
+		hidden.Add(1)
+		host, port, _ := net.SplitHostPort(k.Addr())
+		p, _ := strconv.Atoi(port)
+		resp := r.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: host, Port: int32(p)}}
+		resp.ControllerID = 0
+		return resp, nil, true
+	})
+	s := newSink(t, k, Options{CreateTopics: true, Partitions: 6}) // not the topic's 3
+	b := partialBatch()
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	blind.Store(false)
+	if hidden.Load() == 0 {
+		t.Fatal("the sink's Transport never asked for every topic: the test tests nothing")
+	}
+	expectEveryRecordOnceInKeyOrder(t, k, b)
+	msgs, err := k.ReadAll(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if want := testenv.PartitionOf(string(m.Key), partialPartitions); int32(m.Partition) != want {
+			t.Errorf("record %s on partition %d, want %d", recordID(m), m.Partition, want)
 		}
 	}
 }
