@@ -165,7 +165,7 @@ func scopeOfRow(out string) string {
 // resnapshotCLI runs `kube-cdc resnapshot` with cfg and returns its output.
 func resnapshotCLI(t *testing.T, cfg string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"resnapshot", "-c", cfg, "--timeout", "60s"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"resnapshot", "-c", cfg, "--timeout", "120s"}, args...)...)
 	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+kube.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
