@@ -7,6 +7,11 @@
 //	stream ──events──► fan-out ──► cursor(sink A) ──Batch──► A.Write (rows + checkpoint)
 //	                          └──► cursor(sink B) ──Batch──► B.Write
 //
+// To see it run, read Example (example_test.go): a scripted Target (a relist, then watch
+// changes) streamed into an in-memory Sink that implements the five methods of sink.go,
+// printing what the sink holds and its checkpoint. Real targets come from internal/source
+// (source.Feed), real sinks from internal/sinks/..., which internal/sinks/sinktest checks.
+//
 // Guarantees this package provides (README.md "Guarantees", docs/architecture.md):
 //   - Per resource, changes reach each sink in watch order; a batch is written whole or
 //     retried whole (sinks are idempotent), and the checkpoint a batch carries never

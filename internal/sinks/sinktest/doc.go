@@ -17,7 +17,9 @@
 //     index read back as they were, and writing goes on from there.
 //
 // A sink's test supplies a Harness: how to open the sink on fresh or surviving state, how
-// to read back the records it holds, and how to make one write fail part-way.
+// to read back the records it holds, and how to make one write fail part-way. To write
+// one, start from Example_runTheSuite (example_test.go): the stdout sink on a file store,
+// with an output that can break part-way, handed to Run from the sink's own test.
 //
 // sinktest imports neither the pipeline nor the source: the small interfaces it needs are
 // declared here, as every consumer in this project does.
