@@ -4,10 +4,10 @@ GO ?= go
 PKGS := ./...
 # make test lists the slowest packages first (each starts its own servers): go test starts
 # packages in the order given, four at a time, so these no longer start last and end late.
-TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/source/ \
-	./internal/pipeline/ ./internal/deploytest/ ./internal/sinks/kafka/ ./...
+TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ \
+	./internal/deploytest/ ./internal/sinks/kafka/ ./...
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
-UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... \
+UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... ./internal/pipeline/... \
 	./internal/config/... ./internal/envelope/... ./internal/metrics/... ./internal/leader/... \
 	./internal/checkpoint/... ./internal/sinks/stdout/... ./cmd/...
 # Tests that start servers take their binaries from here (see hack/testbin/build.sh).

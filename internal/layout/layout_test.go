@@ -64,9 +64,10 @@ func rules() []rule {
 		{
 			// internal/signal, like internal/leader, talks to the cluster about kube-cdc itself
 			// (resnapshot requests in a ConfigMap), not about the resources it streams.
-			pkgs:   not(anyOf(under("internal/source"), under("internal/leader"), under("internal/signal"), under("internal/testenv"), under("cmd"), under("hack"), under("bench"))),
+			// internal/deploytest's tests apply the chart's RBAC to a real apiserver.
+			pkgs:   not(anyOf(under("internal/source"), under("internal/leader"), under("internal/signal"), under("internal/testenv"), under("internal/deploytest"), under("cmd"), under("hack"), under("bench"))),
 			banned: clientGo,
-			why:    "only internal/source (and leader, signal, testenv, cmd, hack, bench) may depend on client-go",
+			why:    "only internal/source (and leader, signal, testenv, deploytest, cmd, hack, bench) may depend on client-go",
 		},
 		{
 			pkgs:   under("internal/change"),
@@ -107,6 +108,13 @@ func rules() []rule {
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",
 		},
+		{
+			// The test harness may be imported by any package's tests (see testRules), so
+			// it must bring no layer of the project with it.
+			pkgs:   under("internal/testenv"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) && !own("internal/sinks/kafka/kafkascan")(d) },
+			why:    "internal/testenv imports nothing of the project but kafkascan (itself free of the project)",
+		},
 	}
 	for _, s := range sinks {
 		var others []func(string) bool
@@ -119,6 +127,38 @@ func rules() []rule {
 	}
 	return rs
 }
+
+// testImports maps every package of the module to what its test files import, in-package
+// (TestImports) and external (XTestImports) alike.
+func testImports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, "./...")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		m[strings.TrimPrefix(f[0], module)] = f[1:]
+	}
+	return m
+}
+
+// mayImportEverything are the packages whose tests wire the layers together: the
+// end-to-end tests (the built binary), the benchmarks, the test harness and the in-process
+// integration tests (source, pipeline and sinks wired as cmd/kube-cdc wires them). Every
+// other package's tests test their own package, and follow the rules its code follows.
+var mayImportEverything = anyOf(under("e2e"), under("bench"), under("internal/testenv"), under("internal/integration"))
+
+// harness is internal/testenv, which any package's tests may import to start the real
+// servers they run against. Its own dependencies (client-go, pgx, a Kafka client) are what
+// it starts servers with and are not followed; the rule above keeps the project's layers
+// out of it.
+var harness = own("internal/testenv")
 
 func TestImportsFollowTheDataFlow(t *testing.T) {
 	all := deps(t)
@@ -134,6 +174,42 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 				if r.banned(d) {
 					t.Errorf("%s depends on %s: %s", pkg, d, r.why)
 					break
+				}
+			}
+		}
+	}
+}
+
+// The same rules hold for test files: what a package's tests import, and everything that
+// depends on, is checked as if the package imported it. A test that needs a higher layer
+// (a sink's test fed by the pipeline and the source, the pipeline's test writing into a
+// real sink) belongs in internal/integration or e2e/.
+func TestTestImportsFollowTheDataFlowOutsideTheIntegrationPackages(t *testing.T) {
+	all := deps(t)
+	tests := testImports(t)
+	if len(tests) < 10 {
+		t.Fatalf("go list found only %d packages", len(tests))
+	}
+	for _, r := range rules() {
+		for pkg, imports := range tests {
+			if !r.pkgs(pkg) || mayImportEverything(pkg) {
+				continue
+			}
+		imports:
+			for _, imp := range imports {
+				own := strings.TrimPrefix(imp, module)
+				if own == pkg || harness(imp) {
+					continue
+				}
+				for _, d := range append([]string{imp}, all[own]...) {
+					if r.banned(d) {
+						via := ""
+						if d != imp {
+							via = " (which depends on " + d + ")"
+						}
+						t.Errorf("%s's tests import %s%s: %s", pkg, imp, via, r.why)
+						break imports
+					}
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package pipeline_test
+package integration
 
 import (
 	"context"
@@ -45,7 +45,6 @@ func TestARelistCutShortByACrashIsRepeatedAndLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kube := testenv.NewKube(t, testenv.KubeOptions{})
-	pg := testenv.NewPostgres(t)
 	dsn := pg.NewDatabase(t)
 
 	const n = 30
@@ -74,7 +73,7 @@ func TestARelistCutShortByACrashIsRepeatedAndLosesNothing(t *testing.T) {
 	newPipeline := func(s pipeline.Sink) *pipeline.Pipeline {
 		return pipeline.New(pipeline.Options{Cluster: "test", BatchSize: 5, Log: log,
 			Backoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}},
-			[]pipeline.Sink{s}, pipeline.Targets(pipeline.Fixture{Resource: tg.Resource, Owns: tg.Owns(), NewStream: func() pipeline.Streamer {
+			[]pipeline.Sink{s}, asTargets(fixture{Resource: tg.Resource, Owns: tg.Owns(), NewStream: func() streamer {
 				return &source.Stream{Clients: clients, Target: tg, PageSize: 4, Log: log}
 			}}))
 	}

@@ -1,4 +1,4 @@
-package pipeline_test
+package integration
 
 import (
 	"context"
@@ -40,7 +40,6 @@ func newScopeEnv(t *testing.T, namespaces ...string) *scopeEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	kube := testenv.NewKube(t, testenv.KubeOptions{})
-	pg := testenv.NewPostgres(t)
 	e := &scopeEnv{t: t, ctx: ctx, cs: kube.Clientset(), dsn: pg.NewDatabase(t),
 		log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	for _, ns := range namespaces {
@@ -95,10 +94,10 @@ func (e *scopeEnv) start(specs ...source.Spec) {
 	scopes := source.GroupScopes(e.clients, targets, e.log)
 	pts := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		pts[i] = pipeline.Fixture{Resource: t.Resource, Owns: scopes[i].Owns(t), Lookup: func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+		pts[i] = fixture{Resource: t.Resource, Owns: scopes[i].Owns(t), Lookup: func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 			return scopes[i].Lookup(ctx, t, held)
 		}, Sweeps: scopes[i].Sweeps(t),
-			NewStream: func() pipeline.Streamer {
+			NewStream: func() streamer {
 				return &source.Stream{Clients: e.clients, Target: t, Scopes: scopes[i], Log: e.log,
 					Backoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}}
 			}}.Target()

@@ -1,4 +1,4 @@
-package postgres
+package integration
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
@@ -65,7 +66,7 @@ func TestAConfigMapWithANulByteIsQuarantinedAndTheStreamGoesOn(t *testing.T) {
 	tg := targets[0]
 	warns := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), warns), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := New(ctx, "warehouse", cluster, Options{DSN: dsn, Migrate: true}, log)
+	s, err := postgres.New(ctx, "warehouse", cluster, postgres.Options{DSN: dsn, Migrate: true}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

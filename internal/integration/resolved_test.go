@@ -1,4 +1,4 @@
-package postgres
+package integration
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
@@ -55,7 +56,7 @@ func TestAQuietResourcesWatermarkAdvancesOnBookmarksInPostgresAndKafka(t *testin
 	}
 	tg := targets[0]
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	warehouse, err := New(ctx, "warehouse", cluster, Options{DSN: dsn, Migrate: true}, log)
+	warehouse, err := postgres.New(ctx, "warehouse", cluster, postgres.Options{DSN: dsn, Migrate: true}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
