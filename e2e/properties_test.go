@@ -301,22 +301,26 @@ func indexRows(rows []changeRow) rowIndex {
 // shows reports whether the rows show writes[i]: a create or update at its RV with its
 // uid (a relist's snapshot row may call an update a create), a delete of its uid within
 // its RV range, observed rather than inferred.
-func (c *contract) shows(x rowIndex, i int) bool {
+func (c *contract) shows(x rowIndex, i int) bool { return len(c.showing(x, i)) > 0 }
+
+// showing returns the rows that show writes[i] (see shows).
+func (c *contract) showing(x rowIndex, i int) []changeRow {
 	w := c.writes[i]
+	var out []changeRow
 	if w.op == "delete" {
 		for _, r := range x.deletesOf[w.uid] {
 			if r.name == w.name && c.lo[i] <= r.rv && r.rv <= c.hi[i] {
-				return true
+				out = append(out, r)
 			}
 		}
-		return false
+		return out
 	}
 	for _, r := range x.byRV[w.name+"@"+strconv.FormatInt(w.rv, 10)] {
 		if r.uid == w.uid && (r.op == w.op || r.snapshot) {
-			return true
+			out = append(out, r)
 		}
 	}
-	return false
+	return out
 }
 
 // checkDelivered checks, once the writes stopped and kube-cdc caught up, that every
