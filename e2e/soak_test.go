@@ -1,0 +1,953 @@
+//go:build soak
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
+)
+
+// The soak (`make soak`, build tag soak; never part of `make test`): the nemesis's
+// properties over hundreds of faults of every kind the e2e knows, with one scope per
+// namespace, once with a PostgreSQL sink and once with a Kafka sink. Every write the
+// apiserver acknowledged is in the sink (unless a relist happened across it), per key and
+// epoch RVs grow, a key's new uid never comes without a delete of the old one, no
+// checkpoint is ever ahead of a missing write, and once the writes stop the sink equals
+// the cluster. KUBE_CDC_SOAK_FAULTS sets the number of faults (default 220),
+// KUBE_CDC_SOAK_SEED the order they come in.
+
+const (
+	soakNamespaces = 3  // one scope each
+	soakWriters    = 2  // writers per namespace
+	soakPerFault   = 10 // writes per namespace between faults, checkpointed before the next
+)
+
+func soakFaults(t *testing.T) int {
+	t.Helper()
+	n := 220
+	if s := os.Getenv("KUBE_CDC_SOAK_FAULTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			t.Fatalf("KUBE_CDC_SOAK_FAULTS=%q: want a positive number", s)
+		}
+	}
+	return n
+}
+
+func soakSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("KUBE_CDC_SOAK_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KUBE_CDC_SOAK_SEED=%q: want a number", s)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// The faults every sink gets; each sink adds its own.
+var soakCommonFaults = []string{
+	"kill -9", "SIGTERM", "SIGSTOP", "restart apiserver", "restart etcd", "expire history",
+	"kill -9, expire history", "etcd restore", "poison", "CRD churn", "recreate racing a relist",
+}
+
+func TestSoakPostgresManyFaultsOfEveryKindNeverBreakTheDeliveryContract(t *testing.T) {
+	t.Parallel() // a control plane of its own
+	pg := privatePostgres(t)
+	dsn := pg.NewDatabase(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	soak(t, &soakSink{
+		name: "warehouse",
+		yaml: fmt.Sprintf("  - name: warehouse\n    type: postgres\n    postgres:\n      dsn: %q\n", dsn),
+		read: func(ctx context.Context, nss []string) (map[string]soakSnapshot, error) {
+			return pgSnapshot(ctx, pool, nss)
+		},
+		rows:   func(t *testing.T, ns string) []epochRow { return epochChangeRows(t, dsn, ns) },
+		gizmos: func(t *testing.T, group, ns string) []string { return gizmoRows(t, connect(t, dsn), ns) },
+		quarantine: func(t *testing.T, d *daemon, ns, name string, rv int64, epoch int, resolved bool) {
+			waitQuarantine(t, d, dsn, ns, name, rv, epoch, resolved)
+		},
+		converged: func(t *testing.T, k *testenv.Kube, ns string, d *daemon) { waitConverged(t, k.Clientset(), dsn, ns, d) },
+		faults: map[string]func(n *nemesis){
+			"restart postgres":   func(n *nemesis) { n.restartPostgres(pg, "warehouse") },
+			"terminate backends": func(n *nemesis) { mustDo(n.t, pg.TerminateBackends(context.Background(), db)) },
+		},
+	})
+}
+
+func TestSoakKafkaManyFaultsOfEveryKindNeverBreakTheDeliveryContract(t *testing.T) {
+	t.Parallel() // a control plane of its own
+	k := testenv.NewKafka(t)
+	const offsets = "e2e.offsets"
+	soak(t, &soakSink{
+		name: "stream",
+		yaml: fmt.Sprintf("  - name: stream\n    type: kafka\n    kafka:\n      brokers: [%q]\n      createTopics: true\n      partitions: 3\n    checkpoint: {type: kafka, topic: %s}\n", k.Addr(), offsets),
+		read: func(ctx context.Context, nss []string) (map[string]soakSnapshot, error) {
+			return kafkaSnapshot(k, offsets, nss)
+		},
+		rows: func(t *testing.T, ns string) []epochRow { return kafkaRows(mustRead(t, k, kafkaTopic), ns) },
+		gizmos: func(t *testing.T, group, ns string) []string {
+			recs := mustRead(t, k, "kube.e2e."+group+".gizmos")
+			return kafkaLive(recs, ns, func(name, uid, rv, _ string) string { return name + " " + uid + " " + rv })
+		},
+		converged: func(t *testing.T, kube *testenv.Kube, ns string, d *daemon) {
+			eventually(t, 90*time.Second, func() error {
+				isoRunning(t, d)
+				recs, err := readRecords(k, kafkaTopic)
+				if err != nil {
+					return err
+				}
+				live := kafkaLive(recs, ns, func(name, uid, rv, v string) string { return strings.Join([]string{name, uid, rv, v}, " ") })
+				if want := travelListed(t, kube.Clientset(), ns); !slices.Equal(live, want) {
+					return fmt.Errorf("the topic's latest records of %s\n  %s\nwant a fresh LIST's\n  %s", ns, strings.Join(live, "\n  "), strings.Join(want, "\n  "))
+				}
+				return nil
+			})
+		},
+		faults: map[string]func(n *nemesis){
+			"restart broker": func(n *nemesis) { mustDo(n.t, k.Restart(context.Background())) },
+		},
+	})
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// soakSink is what the soak needs of one sink.
+type soakSink struct {
+	name string // the sink's name in the config
+	yaml string // its item of the config's sinks list
+	// read takes a snapshot of each namespace's checkpoint (its scope's) and the rows at or
+	// below it, consistent: the rows are read after the checkpoint, or in one transaction.
+	read func(ctx context.Context, nss []string) (map[string]soakSnapshot, error)
+	// gizmos is the live gizmos of ns in the sink, "name uid rv" sorted (as listedGizmos).
+	gizmos func(t *testing.T, group, ns string) []string
+	// quarantine waits until the poison is quarantined (or resolved); nil when the sink
+	// can store the poison.
+	quarantine func(t *testing.T, d *daemon, ns, name string, rv int64, epoch int, resolved bool)
+	// rows is every row of ns's ConfigMaps in the sink, in order (exact re-emits left out).
+	rows func(t *testing.T, ns string) []epochRow
+	// converged waits until the sink's live objects of ns equal a fresh LIST.
+	converged func(t *testing.T, k *testenv.Kube, ns string, d *daemon)
+	faults    map[string]func(n *nemesis) // the sink's own faults
+}
+
+// soakSnapshot is one namespace's checkpoint and the rows of its epoch at or below it.
+type soakSnapshot struct {
+	epoch      int
+	checkpoint int64
+	rows       []changeRow
+}
+
+// scopeOf is the scope (source.scope) of one namespace of a resource.
+func scopeOf(ns string) string {
+	h := sha256.Sum256([]byte(ns + "||"))
+	return hex.EncodeToString(h[:6])
+}
+
+func pgSnapshot(ctx context.Context, pool *pgxpool.Pool, nss []string) (map[string]soakSnapshot, error) {
+	out := map[string]soakSnapshot{}
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		for _, ns := range nss {
+			var s soakSnapshot
+			err := tx.QueryRow(ctx, `SELECT resource_version, epoch FROM kube_cdc.checkpoints WHERE resource = 'configmaps' AND scope = $1`,
+				scopeOf(ns)).Scan(&s.checkpoint, &s.epoch)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `SELECT id, resource_version, name, uid, op, inferred, snapshot FROM kube_cdc.changes
+				WHERE resource = 'configmaps' AND namespace = $1 AND epoch = $2 AND resource_version <= $3 ORDER BY id`, ns, s.epoch, s.checkpoint)
+			if err != nil {
+				return err
+			}
+			if s.rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (changeRow, error) {
+				var c changeRow
+				err := r.Scan(&c.id, &c.rv, &c.name, &c.uid, &c.op, &c.inferred, &c.snapshot)
+				return c, err
+			}); err != nil {
+				return err
+			}
+			out[ns] = s
+		}
+		return nil
+	})
+	return out, err
+}
+
+// kafkaCheckpoints reads the kafka checkpoint store's topic: the latest checkpoint of
+// each configmaps scope, by scope.
+func kafkaCheckpoints(k *testenv.Kafka, topic string) (map[string]soakSnapshot, error) {
+	recs, err := readRecords(k, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]soakSnapshot{}
+	for _, r := range recs {
+		var key []json.RawMessage
+		var body struct{ Resource, Scope string }
+		if json.Unmarshal(r.m.Key, &key) != nil || len(key) != 2 || json.Unmarshal(key[1], &body) != nil || body.Resource != "configmaps" {
+			continue
+		}
+		if r.m.Value == nil {
+			delete(out, body.Scope)
+			continue
+		}
+		var v struct {
+			ResourceVersion string
+			Epoch           int
+		}
+		if err := json.Unmarshal(r.m.Value, &v); err != nil {
+			return nil, fmt.Errorf("%v: %w", r, err)
+		}
+		out[body.Scope] = soakSnapshot{epoch: v.Epoch, checkpoint: int64(rvOf(v.ResourceVersion))}
+	}
+	return out, nil
+}
+
+// kafkaSnapshot reads the checkpoints, then the data topic: records only ever get added,
+// so every record behind a checkpoint is in the later read.
+func kafkaSnapshot(k *testenv.Kafka, offsets string, nss []string) (map[string]soakSnapshot, error) {
+	cks, err := kafkaCheckpoints(k, offsets)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := readRecords(k, kafkaTopic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]soakSnapshot{}
+	for _, ns := range nss {
+		s, ok := cks[scopeOf(ns)]
+		if !ok {
+			continue
+		}
+		for _, r := range kafkaRows(recs, ns) {
+			if r.epoch == s.epoch && r.rv <= s.checkpoint {
+				s.rows = append(s.rows, r.changeRow)
+			}
+		}
+		out[ns] = s
+	}
+	return out, nil
+}
+
+// kafkaRows is the records of ns's ConfigMaps as changes rows (id: the record's place in
+// partition and offset order, which is each key's order), exact re-emits left out.
+func kafkaRows(recs []record, ns string) []epochRow {
+	sort.SliceStable(recs, func(a, b int) bool {
+		if recs[a].m.Partition != recs[b].m.Partition {
+			return recs[a].m.Partition < recs[b].m.Partition
+		}
+		return recs[a].m.Offset < recs[b].m.Offset
+	})
+	ops := map[string]string{"c": "create", "u": "update", "d": "delete", "r": "create"}
+	seen := map[string]bool{}
+	var out []epochRow
+	for i, r := range recs {
+		name, ok := strings.CutPrefix(r.key, ns+"/")
+		if !ok || r.tombstone() {
+			continue
+		}
+		s := r.env.Source
+		id := fmt.Sprintf("%s %d %s@%s", r.key, s.Epoch, r.op, r.rv)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, epochRow{changeRow{id: int64(i), rv: int64(rvOf(r.rv)), name: name, uid: s.UID, op: ops[r.op],
+			inferred: s.Inferred, snapshot: s.Snapshot}, s.Epoch})
+	}
+	return out
+}
+
+// kafkaLive is the latest record of every key of ns whose latest record is not a
+// delete, formatted by f(name, uid, rv, data v), sorted.
+func kafkaLive(recs []record, ns string, f func(name, uid, rv, v string) string) []string {
+	latest := map[string]record{}
+	for _, r := range recs { // one key is in one partition: offset order is its order
+		if strings.HasPrefix(r.key, ns+"/") {
+			latest[r.key] = r
+		}
+	}
+	var live []string
+	for _, r := range latest {
+		if r.tombstone() || r.env.Op == "d" {
+			continue
+		}
+		var obj struct {
+			Metadata struct{ Name, UID, ResourceVersion string }
+			Data     map[string]string
+		}
+		_ = json.Unmarshal(r.env.After, &obj)
+		live = append(live, f(obj.Metadata.Name, obj.Metadata.UID, obj.Metadata.ResourceVersion, obj.Data["v"]))
+	}
+	slices.Sort(live)
+	return live
+}
+
+// soakSampler samples the sink every 2 s while the soak runs. Rows are never removed
+// and a checkpoint only moves forward within an epoch, so a row seen in one snapshot is in
+// every later one of its epoch: the sampler keeps, per row, the first sample that showed
+// it, rather than every sample's rows.
+type soakSampler struct {
+	read  func(ctx context.Context) (map[string]soakSnapshot, error)
+	stopc chan struct{}
+	done  chan struct{}
+
+	mu      sync.Mutex
+	samples map[string][]soakSample // by namespace
+	first   map[string]map[soakRowKey]int
+	failed  int
+}
+
+type soakSample struct {
+	epoch      int
+	checkpoint int64
+}
+
+type soakRowKey struct {
+	row   changeRow // id zeroed
+	epoch int
+}
+
+func startSoakSampler(read func(ctx context.Context) (map[string]soakSnapshot, error)) *soakSampler {
+	s := &soakSampler{read: read, stopc: make(chan struct{}), done: make(chan struct{}),
+		samples: map[string][]soakSample{}, first: map[string]map[soakRowKey]int{}}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				return
+			case <-tick.C:
+				s.sample()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *soakSampler) sample() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	snaps, err := s.read(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failed++
+		return
+	}
+	for ns, snap := range snaps {
+		k := len(s.samples[ns])
+		s.samples[ns] = append(s.samples[ns], soakSample{snap.epoch, snap.checkpoint})
+		if s.first[ns] == nil {
+			s.first[ns] = map[soakRowKey]int{}
+		}
+		for _, r := range snap.rows {
+			r.id = 0
+			key := soakRowKey{r, snap.epoch}
+			if _, ok := s.first[ns][key]; !ok {
+				s.first[ns][key] = k
+			}
+		}
+	}
+}
+
+func (s *soakSampler) stop() {
+	select {
+	case <-s.stopc:
+	default:
+		close(s.stopc)
+	}
+	<-s.done
+}
+
+// check checks every sample of ns against the writes of each epoch: each acknowledged
+// write whose RV is surely at or below the sample's checkpoint has its row in that
+// sample, unless a relist happened across it. It returns the (sample, write) pairs
+// checked and the checkpoints found ahead.
+func (s *soakSampler) check(t *testing.T, ns string, epochs []*contract) (checked, ahead int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for e, c := range epochs {
+		var rows []changeRow
+		at := map[int64]int{} // row id here → first sample
+		for key, k := range s.first[ns] {
+			if key.epoch == e {
+				r := key.row
+				r.id = int64(len(rows))
+				rows = append(rows, r)
+				at[r.id] = k
+			}
+		}
+		x := indexRows(rows)
+		for i := range c.writes {
+			if c.mayMiss(i) {
+				continue
+			}
+			shownAt := -1
+			for _, r := range c.showing(x, i) {
+				if k := at[r.id]; shownAt < 0 || k < shownAt {
+					shownAt = k
+				}
+			}
+			for k, smp := range s.samples[ns] {
+				if smp.epoch != e || c.hi[i] > smp.checkpoint {
+					continue
+				}
+				checked++
+				if shownAt < 0 || shownAt > k {
+					if ahead++; ahead <= 10 {
+						t.Errorf("%s: checkpoint %d of epoch %d committed while %v was not in the sink", ns, smp.checkpoint, e, c.writes[i])
+					}
+				}
+			}
+		}
+	}
+	return checked, ahead
+}
+
+// soakMark is the state when a fault began: the daemon running and how far its log
+// went, the epoch, and the lowest checkpoint of the scopes in that epoch (0 if any scope
+// has none there). A relist logged after the mark started from at least floor: a scope's
+// checkpoint never passes what its watch delivered, and does not move until its relist
+// commits.
+type soakMark struct {
+	daemon int
+	offset int64
+	epoch  int
+	floor  int64
+}
+
+// soakRelists reads the relists of configmaps from the daemons' logs, by epoch. The log
+// does not say which scope relisted, nor (for a requested relist) how far its watch had
+// come, so each relist's from is the floor of the last mark before it.
+func soakRelists(ds []*daemon, marks []soakMark) map[int][]relist {
+	out := map[int][]relist{}
+	for i, d := range ds {
+		var off int64
+		for _, line := range strings.SplitAfter(d.log(), "\n") {
+			at := off
+			off += int64(len(line))
+			if !strings.Contains(line, "resource=configmaps ") {
+				continue
+			}
+			m := relistedLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			mk := soakMark{}
+			for _, k := range marks {
+				if k.daemon < i || k.daemon == i && k.offset <= at {
+					mk = k
+				}
+			}
+			out[mk.epoch] = append(out[mk.epoch], relist{mk.floor, rvInt(m[1])})
+		}
+	}
+	return out
+}
+
+// uidViolations checks that a key's rows never go from one uid to another without a
+// delete of the first (observed or inferred) in between: a recreated object's old uid is
+// deleted before its new uid appears.
+func uidViolations(rows []epochRow) []string {
+	type state struct {
+		uid     string
+		deleted bool
+		row     epochRow
+	}
+	var out []string
+	last := map[string]state{}
+	for _, r := range rows {
+		p, ok := last[r.name]
+		if r.op == "delete" {
+			if !ok || p.uid == r.uid {
+				last[r.name] = state{r.uid, true, r}
+			}
+			continue
+		}
+		if ok && !p.deleted && p.uid != r.uid {
+			out = append(out, fmt.Sprintf("%s: row %d (%s@%d uid %s, epoch %d) comes after row %d (%s@%d uid %s, epoch %d) with no delete of uid %s between",
+				r.name, r.id, r.op, r.rv, r.uid, r.epoch, p.row.id, p.row.op, p.row.rv, p.uid, p.row.epoch, p.uid))
+		}
+		last[r.name] = state{r.uid, false, r}
+	}
+	return out
+}
+
+func soak(t *testing.T, sink *soakSink) {
+	kube := privatePlane(t)
+	cs := kube.Clientset()
+	ctx := context.Background()
+	faults, seed := soakFaults(t), soakSeed(t)
+	began := time.Now()
+	t.Logf("soak of %s: %d faults, KUBE_CDC_SOAK_SEED=%d", sink.name, faults, seed)
+	var nss []string
+	for i := range soakNamespaces {
+		nss = append(nss, namespace(t, "s"+strconv.Itoa(i)))
+	}
+	crdNS := namespace(t, "crd")
+	group := isoGroup(crdNS)
+	gizmos := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
+	mustDo(t, kube.CreateCRD(ctx, isoCRD(group)))
+	newGizmo := func(name string) {
+		t.Helper()
+		o := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": group + "/v1", "kind": "Gizmo",
+			"metadata": map[string]any{"name": name, "namespace": crdNS},
+		}}
+		_, err := kube.Dynamic().Resource(gizmos).Namespace(crdNS).Create(ctx, o, metav1.CreateOptions{})
+		mustDo(t, err)
+	}
+	newGizmo("g-0")
+	addr := opsFreeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`cluster: e2e
+kubernetes:
+  kubeconfig: %q
+resources:
+  - name: configmaps
+    namespaces: [%s]
+  - name: gizmos.%s
+    namespaces: [%s]
+sinks:
+%smetrics:
+  address: %q
+log:
+  level: info
+`, kube.Kubeconfig, strings.Join(nss, ", "), group, crdNS, sink.yaml, addr))
+
+	// One history and one pool of writers per namespace; each epoch (an etcd restore
+	// starts one) is a stretch of each history.
+	hs := map[string]*history{}
+	pools := map[string]*writerPool{}
+	epochStart := map[string][]int{}
+	total := func() int {
+		n := 0
+		for _, h := range hs {
+			n += h.len()
+		}
+		return n
+	}
+	for _, ns := range nss {
+		hs[ns] = &history{kube: kube}
+		epochStart[ns] = []int{0}
+	}
+	n := &nemesis{t: t, kube: kube, cfg: cfg, addr: addr, daemons: []*daemon{start(t, "run", "-c", cfg)}, writes: total}
+	epoch := 0
+	caughtUp := func(marks map[string]int, what string) {
+		t.Helper()
+		eventually(t, 120*time.Second, func() error {
+			isoRunning(t, n.current())
+			snaps, err := sink.read(ctx, nss)
+			if err != nil {
+				return err
+			}
+			for _, ns := range nss {
+				ws := hs[ns].since(marks[ns])
+				if len(ws) < soakPerFault {
+					return fmt.Errorf("%s: %d writes since %s, want %d", ns, len(ws), what, soakPerFault)
+				}
+				var target int64
+				for _, w := range ws[:soakPerFault] {
+					target = max(target, w.rv)
+				}
+				s, ok := snaps[ns]
+				if !ok || s.epoch != epoch || s.checkpoint < target {
+					return fmt.Errorf("%s: checkpoint %d in epoch %d (found %v), want at least %d in epoch %d", ns, s.checkpoint, s.epoch, ok, target, epoch)
+				}
+			}
+			return nil
+		})
+	}
+	marksNow := func() map[string]int {
+		m := map[string]int{}
+		for _, ns := range nss {
+			m[ns] = hs[ns].len()
+		}
+		return m
+	}
+	// The first sync: every scope has a checkpoint.
+	eventually(t, 90*time.Second, func() error {
+		isoRunning(t, n.current())
+		snaps, err := sink.read(ctx, nss)
+		if err == nil && len(snaps) < len(nss) {
+			err = fmt.Errorf("%d of %d scopes have a checkpoint", len(snaps), len(nss))
+		}
+		return err
+	})
+	sampler := startSoakSampler(func(ctx context.Context) (map[string]soakSnapshot, error) { return sink.read(ctx, nss) })
+	defer sampler.stop()
+	for i, ns := range nss {
+		pools[ns] = startWriters(ctx, hs[ns].configMaps(ns), soakWriters, seed+uint64(i))
+	}
+	defer func() {
+		for _, p := range pools {
+			p.halt()
+		}
+	}()
+	lockAll := func() {
+		for _, ns := range nss {
+			pools[ns].Gate.Lock()
+		}
+	}
+	unlockAll := func() {
+		for _, ns := range nss {
+			pools[ns].Gate.Unlock()
+		}
+	}
+	var marks []soakMark
+	mark := func(floor bool) {
+		t.Helper()
+		d := n.current()
+		st, err := os.Stat(d.logPath)
+		mustDo(t, err)
+		m := soakMark{daemon: len(n.daemons) - 1, offset: st.Size(), epoch: epoch}
+		if floor {
+			snaps, err := sink.read(ctx, nss)
+			mustDo(t, err)
+			m.floor = -1
+			for _, ns := range nss {
+				s, ok := snaps[ns]
+				if !ok || s.epoch != epoch {
+					m.floor = 0
+					break
+				}
+				if m.floor < 0 || s.checkpoint < m.floor {
+					m.floor = s.checkpoint
+				}
+			}
+			m.floor = max(m.floor, 0)
+		}
+		marks = append(marks, m)
+	}
+
+	// fence writes a ConfigMap "fence" (not recorded) in every namespace and waits until
+	// each scope's checkpoint passed it: every write before it was delivered.
+	fence := func() {
+		t.Helper()
+		rvs := map[string]int64{}
+		for _, ns := range nss {
+			rvs[ns] = rvInt(setData(t, cs, ns, "fence", strconv.Itoa(len(marks))).ResourceVersion)
+		}
+		eventually(t, 120*time.Second, func() error {
+			isoRunning(t, n.current())
+			snaps, err := sink.read(ctx, nss)
+			if err != nil {
+				return err
+			}
+			for _, ns := range nss {
+				if s := snaps[ns]; s.epoch != epoch || s.checkpoint < rvs[ns] {
+					return fmt.Errorf("%s: checkpoint %d in epoch %d, want at least the fence's %d in epoch %d", ns, s.checkpoint, s.epoch, rvs[ns], epoch)
+				}
+			}
+			return nil
+		})
+	}
+
+	r := rand.New(rand.NewPCG(seed, 24))
+	kinds := append([]string(nil), soakCommonFaults...)
+	for k := range sink.faults {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	done := map[string]int{}
+	took := map[string]time.Duration{}
+	raceLive := map[string]*corev1.ConfigMap{}
+	var order []string
+	for len(order) < faults {
+		round := slices.Clone(kinds)
+		r.Shuffle(len(round), func(a, b int) { round[a], round[b] = round[b], round[a] })
+		order = append(order, round...)
+	}
+	order = order[:faults]
+
+	for i, f := range order {
+		mustDo(t, ctx.Err())
+		t0 := time.Now()
+		ns := nss[r.IntN(len(nss))]
+		t.Logf("soak %s: fault %d/%d: %s (%s; %d writes so far, epoch %d, %v)", sink.name, i+1, faults, f, ns, total(), epoch, time.Since(began).Round(time.Second))
+		mark(f != "etcd restore")
+		before := marksNow()
+		switch f {
+		case "kill -9":
+			n.kill9()
+		case "SIGTERM":
+			n.sigterm()
+		case "SIGSTOP":
+			d := n.current()
+			mustDo(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+			n.whileDown()
+			mustDo(t, d.cmd.Process.Signal(syscall.SIGCONT))
+		case "restart apiserver":
+			mustDo(t, kube.RestartAPIServer(ctx))
+		case "restart etcd":
+			mustDo(t, kube.StopEtcd())
+			eventually(t, 60*time.Second, func() error {
+				if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err == nil {
+					return errors.New("the apiserver is still ready with etcd stopped")
+				}
+				return nil
+			})
+			mustDo(t, kube.StartEtcd(ctx))
+		case "expire history":
+			var ps []*writerPool
+			for _, ns := range nss {
+				ps = append(ps, pools[ns])
+			}
+			n.expireHistory(ps...)
+		case "kill -9, expire history":
+			n.killExpire()
+		case "etcd restore":
+			lockAll()
+			backup, err := kube.BackupEtcd(ctx)
+			unlockAll()
+			mustDo(t, err)
+			caughtUp(marksNow(), "the backup") // writes the restore takes away
+			lockAll()
+			fence() // every one of them delivered before the restore takes it away
+			epoch++
+			for _, ns := range nss {
+				epochStart[ns] = append(epochStart[ns], hs[ns].len())
+			}
+			mark(false)
+			if err := kube.RestoreEtcd(ctx, backup); err != nil {
+				unlockAll()
+				t.Fatal(err)
+			}
+			// Writers wait until every scope is in the new epoch: writes past the
+			// checkpoint first would hide the restore from the probe before the watch.
+			eventually(t, 120*time.Second, func() error {
+				isoRunning(t, n.current())
+				snaps, err := sink.read(ctx, nss)
+				if err != nil {
+					return err
+				}
+				for _, ns := range nss {
+					if s := snaps[ns]; s.epoch != epoch {
+						return fmt.Errorf("%s: checkpoint in epoch %d, want %d", ns, s.epoch, epoch)
+					}
+				}
+				return nil
+			})
+			for _, ns := range nss {
+				pools[ns].restores.Add(1)
+				before[ns] = epochStart[ns][epoch]
+			}
+			unlockAll()
+			_ = os.RemoveAll(backup)
+			for _, ns := range nss {
+				if c, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "race", metav1.GetOptions{}); err == nil {
+					raceLive[ns] = c
+				} else {
+					delete(raceLive, ns)
+				}
+			}
+		case "poison":
+			name := "poison"
+			p := setData(t, cs, ns, name, "nul\x00byte")
+			if sink.quarantine != nil {
+				sink.quarantine(t, n.current(), ns, name, rvInt(p.ResourceVersion), epoch, false)
+			}
+			setData(t, cs, ns, name, "fixed")
+			if sink.quarantine != nil {
+				sink.quarantine(t, n.current(), ns, name, rvInt(p.ResourceVersion), epoch, true)
+			}
+		case "CRD churn":
+			crds := isoCRDs
+			mustDo(t, kube.Dynamic().Resource(crds).Delete(ctx, "gizmos."+group, metav1.DeleteOptions{}))
+			eventually(t, 60*time.Second, func() error {
+				if _, err := kube.Dynamic().Resource(crds).Get(ctx, "gizmos."+group, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("CRD still there: %v", err)
+				}
+				return nil
+			})
+			mustDo(t, kube.CreateCRD(ctx, isoCRD(group)))
+			newGizmo("g-" + strconv.Itoa(i+1))
+			eventually(t, 120*time.Second, func() error {
+				isoRunning(t, n.current())
+				if got, want := sink.gizmos(t, group, crdNS), listedGizmos(t, kube, gizmos, crdNS); !slices.Equal(got, want) {
+					return fmt.Errorf("live gizmos %v, want a fresh LIST's %v", got, want)
+				}
+				return nil
+			})
+		case "recreate racing a relist":
+			rec := hs[ns].configMaps(ns)
+			if raceLive[ns] == nil {
+				c, err := rec.create(ctx, "race", map[string]string{"v": "0"})
+				mustDo(t, err)
+				raceLive[ns] = c
+			}
+			relists := n.metric("kube_cdc_relists_total", configMapsRes)
+			mustDo(t, rec.delete(ctx, "race", string(raceLive[ns].UID)))
+			cmd := exec.Command(binary, "resnapshot", "-c", cfg, "--timeout", "120s", "configmaps")
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+kube.Kubeconfig)
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			mustDo(t, cmd.Start())
+			n.waitMetricAbove("kube_cdc_relists_total", configMapsRes, relists)
+			c, err := rec.create(ctx, "race", map[string]string{"v": strconv.Itoa(i)})
+			mustDo(t, err)
+			raceLive[ns] = c
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("kube-cdc resnapshot: %v\n%s", err, out.String())
+			}
+		default:
+			sink.faults[f](n)
+		}
+		caughtUp(before, f)
+		done[f]++
+		took[f] += time.Since(t0)
+	}
+
+	for _, ns := range nss {
+		for _, err := range pools[ns].halt() {
+			t.Fatal(err)
+		}
+	}
+	d := n.current()
+	stillRunning(t, d)
+	fence()
+	for _, ns := range nss {
+		sink.converged(t, kube, ns, d)
+	}
+	if got, want := sink.gizmos(t, group, crdNS), listedGizmos(t, kube, gizmos, crdNS); !slices.Equal(got, want) {
+		t.Errorf("live gizmos %v, want a fresh LIST's %v", got, want)
+	}
+	mark(true)
+	sampler.stop()
+	sampler.sample()
+	relists := soakRelists(n.daemons, marks)
+
+	// The properties, per namespace and epoch.
+	var writes, lost, exempt, misordered, uids, checked, ahead, rowsN int
+	for _, ns := range nss {
+		all := hs[ns].all()
+		writes += len(all)
+		var rows []epochRow
+		rows = sink.rows(t, ns)
+		rowsN += len(rows)
+		var contracts []*contract
+		starts := append(epochStart[ns], len(all))
+		for e := 0; e+1 < len(starts); e++ {
+			c := newContract(all[starts[e]:starts[e+1]], relists[e])
+			contracts = append(contracts, c)
+			var in []changeRow
+			for _, r := range rows {
+				if r.epoch == e {
+					in = append(in, r.changeRow)
+				}
+			}
+			x := indexRows(in)
+			for i := range c.writes {
+				switch {
+				case c.mayMiss(i):
+					exempt++
+				case !c.shows(x, i):
+					if lost++; lost <= 20 {
+						t.Errorf("%s epoch %d: %v: acknowledged by the apiserver, not in the sink; its key's rows: %s", ns, e, c.writes[i], keyRows(rows, c.writes[i].name))
+					}
+				}
+			}
+		}
+		for _, v := range orderViolations(rows) {
+			if misordered++; misordered <= 20 {
+				t.Errorf("%s: %s", ns, v)
+			}
+		}
+		for _, v := range uidViolations(rows) {
+			if uids++; uids <= 20 {
+				t.Errorf("%s: %s", ns, v)
+			}
+		}
+		c, a := sampler.check(t, ns, contracts)
+		checked += c
+		ahead += a
+	}
+	if checked == 0 {
+		t.Errorf("no sample checked a write: the checkpoint-vs-rows property was not tested")
+	}
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("exit code %d after the final SIGTERM, want 0", code)
+	}
+
+	var kindsDone []string
+	for _, k := range kinds {
+		kindsDone = append(kindsDone, fmt.Sprintf("%s %d (%v)", k, done[k], took[k].Round(time.Second)))
+	}
+	nRelists := 0
+	for _, rs := range relists {
+		nRelists += len(rs)
+	}
+	samples := 0
+	for _, ns := range nss {
+		samples += len(sampler.samples[ns])
+	}
+	t.Logf(`soak of %s: %d faults in %v (seed %d, %d namespaces, %d epochs, %d kube-cdc processes)
+  faults by kind: %s
+  writes acknowledged: %d; changes rows: %d; relists seen: %d; writes across a relist (may be missing): %d
+  lost: %d; order violations: %d; new uid without a delete of the old: %d
+  checkpoint ahead of a missing write: %d in %d (sample, write) pairs checked (%d samples, %d unreadable)`,
+		sink.name, len(order), time.Since(began).Round(time.Second), seed, len(nss), epoch+1, len(n.daemons),
+		strings.Join(kindsDone, ", "), writes, rowsN, nRelists, exempt, lost, misordered, uids, ahead, checked, samples, sampler.failed)
+	if lost > 0 || misordered > 0 || uids > 0 || ahead > 0 {
+		t.Errorf("the delivery contract broke: %d lost, %d order violations, %d new uids without a delete, %d checkpoints ahead", lost, misordered, uids, ahead)
+	}
+}
+
+// keyRows is the rows of one name, for a failure message.
+func keyRows(rows []epochRow, name string) string {
+	var out []string
+	for _, r := range rows {
+		if r.name == name {
+			out = append(out, fmt.Sprintf("%d:%s@%d/e%d uid %s inferred=%v snapshot=%v", r.id, r.op, r.rv, r.epoch, r.uid, r.inferred, r.snapshot))
+		}
+	}
+	return strings.Join(out, "; ")
+}
