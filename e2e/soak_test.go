@@ -172,11 +172,12 @@ type soakSink struct {
 	faults    map[string]func(n *nemesis) // the sink's own faults
 }
 
-// soakSnapshot is one namespace's checkpoint and the rows of its epoch at or below it.
+// soakSnapshot is one namespace's checkpoint and the rows at or below it of its epoch
+// and the epochs before (sorted out by generation when checked).
 type soakSnapshot struct {
 	epoch      int
 	checkpoint int64
-	rows       []changeRow
+	rows       []epochRow
 }
 
 // scopeOf is the scope (source.scope) of one namespace of a resource.
@@ -198,14 +199,14 @@ func pgSnapshot(ctx context.Context, pool *pgxpool.Pool, nss []string) (map[stri
 			if err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, `SELECT id, resource_version, name, uid, op, inferred, snapshot FROM kube_cdc.changes
-				WHERE resource = 'configmaps' AND namespace = $1 AND epoch = $2 AND resource_version <= $3 ORDER BY id`, ns, s.epoch, s.checkpoint)
+			rows, err := tx.Query(ctx, `SELECT id, resource_version, name, uid, op, inferred, snapshot, epoch FROM kube_cdc.changes
+				WHERE resource = 'configmaps' AND namespace = $1 AND epoch <= $2 AND resource_version <= $3 ORDER BY id`, ns, s.epoch, s.checkpoint)
 			if err != nil {
 				return err
 			}
-			if s.rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (changeRow, error) {
-				var c changeRow
-				err := r.Scan(&c.id, &c.rv, &c.name, &c.uid, &c.op, &c.inferred, &c.snapshot)
+			if s.rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (epochRow, error) {
+				var c epochRow
+				err := r.Scan(&c.id, &c.rv, &c.name, &c.uid, &c.op, &c.inferred, &c.snapshot, &c.epoch)
 				return c, err
 			}); err != nil {
 				return err
@@ -265,8 +266,8 @@ func kafkaSnapshot(k *testenv.Kafka, offsets string, nss []string) (map[string]s
 			continue
 		}
 		for _, r := range kafkaRows(recs, ns) {
-			if r.epoch == s.epoch && r.rv <= s.checkpoint {
-				s.rows = append(s.rows, r.changeRow)
+			if r.epoch <= s.epoch && r.rv <= s.checkpoint {
+				s.rows = append(s.rows, r)
 			}
 		}
 		out[ns] = s
@@ -390,7 +391,7 @@ func (s *soakSampler) sample() {
 		}
 		for _, r := range snap.rows {
 			r.id = 0
-			key := soakRowKey{r, snap.epoch}
+			key := soakRowKey{r.changeRow, r.epoch}
 			if _, ok := s.first[ns][key]; !ok {
 				s.first[ns][key] = k
 			}
@@ -407,19 +408,19 @@ func (s *soakSampler) stop() {
 	<-s.done
 }
 
-// check checks every sample of ns against the writes of each epoch: each acknowledged
-// write whose RV is surely at or below the sample's checkpoint has its row in that
-// sample, unless a relist happened across it. It returns the (sample, write) pairs
-// checked and the checkpoints found ahead.
-func (s *soakSampler) check(t *testing.T, ns string, epochs []*contract) (checked, ahead int) {
+// check checks every sample of ns against the writes of each generation (genOf maps a
+// sink epoch to one): each acknowledged write whose RV is surely at or below the
+// sample's checkpoint has its row in that sample, unless a relist happened across it.
+// It returns the (sample, write) pairs checked and the checkpoints found ahead.
+func (s *soakSampler) check(t *testing.T, ns string, gens []*contract, genOf func(epoch int) int) (checked, ahead int) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for e, c := range epochs {
+	for g, c := range gens {
 		var rows []changeRow
 		at := map[int64]int{} // row id here → first sample
 		for key, k := range s.first[ns] {
-			if key.epoch == e {
+			if genOf(key.epoch) == g {
 				r := key.row
 				r.id = int64(len(rows))
 				rows = append(rows, r)
@@ -438,13 +439,13 @@ func (s *soakSampler) check(t *testing.T, ns string, epochs []*contract) (checke
 				}
 			}
 			for k, smp := range s.samples[ns] {
-				if smp.epoch != e || c.hi[i] > smp.checkpoint {
+				if genOf(smp.epoch) != g || c.hi[i] > smp.checkpoint {
 					continue
 				}
 				checked++
 				if shownAt < 0 || shownAt > k {
 					if ahead++; ahead <= 10 {
-						t.Errorf("%s: checkpoint %d of epoch %d committed while %v was not in the sink", ns, smp.checkpoint, e, c.writes[i])
+						t.Errorf("%s: checkpoint %d of epoch %d committed while %v was not in the sink", ns, smp.checkpoint, smp.epoch, c.writes[i])
 					}
 				}
 			}
@@ -454,18 +455,18 @@ func (s *soakSampler) check(t *testing.T, ns string, epochs []*contract) (checke
 }
 
 // soakMark is the state when a fault began: the daemon running and how far its log
-// went, the epoch, and the lowest checkpoint of the scopes in that epoch (0 if any scope
-// has none there). A relist logged after the mark started from at least floor: a scope's
-// checkpoint never passes what its watch delivered, and does not move until its relist
-// commits.
+// went, the generation, and the lowest checkpoint of the scopes in that generation (0 if
+// any scope has none there). A relist logged after the mark started from at least floor:
+// a scope's checkpoint never passes what its watch delivered, and does not move until its
+// relist commits.
 type soakMark struct {
 	daemon int
 	offset int64
-	epoch  int
+	gen    int
 	floor  int64
 }
 
-// soakRelists reads the relists of configmaps from the daemons' logs, by epoch. The log
+// soakRelists reads the relists of configmaps from the daemons' logs, by generation. The log
 // does not say which scope relisted, nor (for a requested relist) how far its watch had
 // come, so each relist's from is the floor of the last mark before it.
 func soakRelists(ds []*daemon, marks []soakMark) map[int][]relist {
@@ -488,7 +489,7 @@ func soakRelists(ds []*daemon, marks []soakMark) map[int][]relist {
 					mk = k
 				}
 			}
-			out[mk.epoch] = append(out[mk.epoch], relist{mk.floor, rvInt(m[1])})
+			out[mk.gen] = append(out[mk.gen], relist{mk.floor, rvInt(m[1])})
 		}
 	}
 	return out
@@ -514,8 +515,8 @@ func uidViolations(rows []epochRow) []string {
 			continue
 		}
 		if ok && !p.deleted && p.uid != r.uid {
-			out = append(out, fmt.Sprintf("%s: row %d (%s@%d uid %s, epoch %d) comes after row %d (%s@%d uid %s, epoch %d) with no delete of uid %s between",
-				r.name, r.id, r.op, r.rv, r.uid, r.epoch, p.row.id, p.row.op, p.row.rv, p.uid, p.row.epoch, p.uid))
+			out = append(out, fmt.Sprintf("%s: row %d (%s@%d uid %s, epoch %d, snapshot %v) comes after row %d (%s@%d uid %s, epoch %d) with no delete of uid %s between",
+				r.name, r.id, r.op, r.rv, r.uid, r.epoch, r.snapshot, p.row.id, p.row.op, p.row.rv, p.uid, p.row.epoch, p.uid))
 		}
 		last[r.name] = state{r.uid, false, r}
 	}
@@ -563,11 +564,25 @@ log:
   level: info
 `, kube.Kubeconfig, strings.Join(nss, ", "), group, crdNS, sink.yaml, addr))
 
-	// One history and one pool of writers per namespace; each epoch (an etcd restore
-	// starts one) is a stretch of each history.
+	// One history and one pool of writers per namespace. An etcd restore starts a
+	// generation: RVs are issued again, and each scope goes to a new epoch in the sink. A
+	// generation is a stretch of each history (genWrites: where each starts) and a run
+	// of each scope's epochs (genEpoch: the first): kube-cdc may start more epochs than
+	// restores (a time travel found at start by another resource makes every resource
+	// of the sink relist in a new epoch), never fewer.
 	hs := map[string]*history{}
 	pools := map[string]*writerPool{}
-	epochStart := map[string][]int{}
+	genWrites := map[string][]int{}
+	genEpoch := map[string][]int{}
+	genOf := func(ns string, epoch int) int {
+		g := 0
+		for i, e := range genEpoch[ns] {
+			if e <= epoch {
+				g = i
+			}
+		}
+		return g
+	}
 	total := func() int {
 		n := 0
 		for _, h := range hs {
@@ -577,10 +592,11 @@ log:
 	}
 	for _, ns := range nss {
 		hs[ns] = &history{kube: kube}
-		epochStart[ns] = []int{0}
+		genWrites[ns] = []int{0}
+		genEpoch[ns] = []int{0}
 	}
 	n := &nemesis{t: t, kube: kube, cfg: cfg, addr: addr, daemons: []*daemon{start(t, "run", "-c", cfg)}, writes: total}
-	epoch := 0
+	gen := 0
 	caughtUp := func(marks map[string]int, what string) {
 		t.Helper()
 		eventually(t, 120*time.Second, func() error {
@@ -599,8 +615,8 @@ log:
 					target = max(target, w.rv)
 				}
 				s, ok := snaps[ns]
-				if !ok || s.epoch != epoch || s.checkpoint < target {
-					return fmt.Errorf("%s: checkpoint %d in epoch %d (found %v), want at least %d in epoch %d", ns, s.checkpoint, s.epoch, ok, target, epoch)
+				if !ok || genOf(ns, s.epoch) != gen || s.checkpoint < target {
+					return fmt.Errorf("%s: checkpoint %d in epoch %d (found %v), want at least %d in generation %d (epochs from %d)", ns, s.checkpoint, s.epoch, ok, target, gen, genEpoch[ns][gen])
 				}
 			}
 			return nil
@@ -648,14 +664,18 @@ log:
 		d := n.current()
 		st, err := os.Stat(d.logPath)
 		mustDo(t, err)
-		m := soakMark{daemon: len(n.daemons) - 1, offset: st.Size(), epoch: epoch}
+		m := soakMark{daemon: len(n.daemons) - 1, offset: st.Size(), gen: gen}
 		if floor {
-			snaps, err := sink.read(ctx, nss)
-			mustDo(t, err)
+			var snaps map[string]soakSnapshot
+			eventually(t, 60*time.Second, func() error {
+				var err error
+				snaps, err = sink.read(ctx, nss)
+				return err
+			})
 			m.floor = -1
 			for _, ns := range nss {
 				s, ok := snaps[ns]
-				if !ok || s.epoch != epoch {
+				if !ok || genOf(ns, s.epoch) != gen {
 					m.floor = 0
 					break
 				}
@@ -683,8 +703,8 @@ log:
 				return err
 			}
 			for _, ns := range nss {
-				if s := snaps[ns]; s.epoch != epoch || s.checkpoint < rvs[ns] {
-					return fmt.Errorf("%s: checkpoint %d in epoch %d, want at least the fence's %d in epoch %d", ns, s.checkpoint, s.epoch, rvs[ns], epoch)
+				if s := snaps[ns]; genOf(ns, s.epoch) != gen || s.checkpoint < rvs[ns] {
+					return fmt.Errorf("%s: checkpoint %d in epoch %d, want at least the fence's %d in generation %d", ns, s.checkpoint, s.epoch, rvs[ns], gen)
 				}
 			}
 			return nil
@@ -712,8 +732,8 @@ log:
 		mustDo(t, ctx.Err())
 		t0 := time.Now()
 		ns := nss[r.IntN(len(nss))]
-		t.Logf("soak %s: fault %d/%d: %s (%s; %d writes so far, epoch %d, %v)", sink.name, i+1, faults, f, ns, total(), epoch, time.Since(began).Round(time.Second))
-		mark(f != "etcd restore")
+		t.Logf("soak %s: fault %d/%d: %s (%s; %d writes so far, generation %d, %v)", sink.name, i+1, faults, f, ns, total(), gen, time.Since(began).Round(time.Second))
+		mark(true)
 		before := marksNow()
 		switch f {
 		case "kill -9":
@@ -752,33 +772,40 @@ log:
 			caughtUp(marksNow(), "the backup") // writes the restore takes away
 			lockAll()
 			fence() // every one of them delivered before the restore takes it away
-			epoch++
+			snaps, err := sink.read(ctx, nss)
+			if err != nil {
+				unlockAll()
+				t.Fatal(err)
+			}
+			gen++
 			for _, ns := range nss {
-				epochStart[ns] = append(epochStart[ns], hs[ns].len())
+				genWrites[ns] = append(genWrites[ns], hs[ns].len())
 			}
 			mark(false)
 			if err := kube.RestoreEtcd(ctx, backup); err != nil {
 				unlockAll()
 				t.Fatal(err)
 			}
-			// Writers wait until every scope is in the new epoch: writes past the
+			// Writers wait until every scope is in a new epoch: writes past the
 			// checkpoint first would hide the restore from the probe before the watch.
+			var now map[string]soakSnapshot
 			eventually(t, 120*time.Second, func() error {
 				isoRunning(t, n.current())
-				snaps, err := sink.read(ctx, nss)
-				if err != nil {
+				var err error
+				if now, err = sink.read(ctx, nss); err != nil {
 					return err
 				}
 				for _, ns := range nss {
-					if s := snaps[ns]; s.epoch != epoch {
-						return fmt.Errorf("%s: checkpoint in epoch %d, want %d", ns, s.epoch, epoch)
+					if now[ns].epoch <= snaps[ns].epoch {
+						return fmt.Errorf("%s: checkpoint in epoch %d, as before the restore", ns, now[ns].epoch)
 					}
 				}
 				return nil
 			})
 			for _, ns := range nss {
+				genEpoch[ns] = append(genEpoch[ns], now[ns].epoch)
 				pools[ns].restores.Add(1)
-				before[ns] = epochStart[ns][epoch]
+				before[ns] = genWrites[ns][gen]
 			}
 			unlockAll()
 			_ = os.RemoveAll(backup)
@@ -793,11 +820,14 @@ log:
 			name := "poison"
 			p := setData(t, cs, ns, name, "nul\x00byte")
 			if sink.quarantine != nil {
-				sink.quarantine(t, n.current(), ns, name, rvInt(p.ResourceVersion), epoch, false)
-			}
-			setData(t, cs, ns, name, "fixed")
-			if sink.quarantine != nil {
-				sink.quarantine(t, n.current(), ns, name, rvInt(p.ResourceVersion), epoch, true)
+				snaps, err := sink.read(ctx, nss)
+				mustDo(t, err)
+				e := snaps[ns].epoch
+				sink.quarantine(t, n.current(), ns, name, rvInt(p.ResourceVersion), e, false)
+				setData(t, cs, ns, name, "fixed")
+				sink.quarantine(t, n.current(), ns, name, rvInt(p.ResourceVersion), e, true)
+			} else {
+				setData(t, cs, ns, name, "fixed")
 			}
 		case "CRD churn":
 			crds := isoCRDs
@@ -865,22 +895,25 @@ log:
 	sampler.sample()
 	relists := soakRelists(n.daemons, marks)
 
-	// The properties, per namespace and epoch.
-	var writes, lost, exempt, misordered, uids, checked, ahead, rowsN int
+	// The properties, per namespace and generation.
+	var writes, lost, exempt, misordered, uids, checked, ahead, rowsN, maxEpoch int
 	for _, ns := range nss {
 		all := hs[ns].all()
 		writes += len(all)
 		var rows []epochRow
 		rows = sink.rows(t, ns)
 		rowsN += len(rows)
+		for _, r := range rows {
+			maxEpoch = max(maxEpoch, r.epoch)
+		}
 		var contracts []*contract
-		starts := append(epochStart[ns], len(all))
-		for e := 0; e+1 < len(starts); e++ {
-			c := newContract(all[starts[e]:starts[e+1]], relists[e])
+		starts := append(genWrites[ns], len(all))
+		for g := 0; g+1 < len(starts); g++ {
+			c := newContract(all[starts[g]:starts[g+1]], relists[g])
 			contracts = append(contracts, c)
 			var in []changeRow
 			for _, r := range rows {
-				if r.epoch == e {
+				if genOf(ns, r.epoch) == g {
 					in = append(in, r.changeRow)
 				}
 			}
@@ -891,7 +924,7 @@ log:
 					exempt++
 				case !c.shows(x, i):
 					if lost++; lost <= 20 {
-						t.Errorf("%s epoch %d: %v: acknowledged by the apiserver, not in the sink; its key's rows: %s", ns, e, c.writes[i], keyRows(rows, c.writes[i].name))
+						t.Errorf("%s generation %d: %v: acknowledged by the apiserver, not in the sink; its key's rows: %s", ns, g, c.writes[i], keyRows(rows, c.writes[i].name))
 					}
 				}
 			}
@@ -906,7 +939,7 @@ log:
 				t.Errorf("%s: %s", ns, v)
 			}
 		}
-		c, a := sampler.check(t, ns, contracts)
+		c, a := sampler.check(t, ns, contracts, func(e int) int { return genOf(ns, e) })
 		checked += c
 		ahead += a
 	}
@@ -929,12 +962,12 @@ log:
 	for _, ns := range nss {
 		samples += len(sampler.samples[ns])
 	}
-	t.Logf(`soak of %s: %d faults in %v (seed %d, %d namespaces, %d epochs, %d kube-cdc processes)
+	t.Logf(`soak of %s: %d faults in %v (seed %d, %d namespaces, %d etcd restores, sink epochs up to %d, %d kube-cdc processes)
   faults by kind: %s
   writes acknowledged: %d; changes rows: %d; relists seen: %d; writes across a relist (may be missing): %d
   lost: %d; order violations: %d; new uid without a delete of the old: %d
   checkpoint ahead of a missing write: %d in %d (sample, write) pairs checked (%d samples, %d unreadable)`,
-		sink.name, len(order), time.Since(began).Round(time.Second), seed, len(nss), epoch+1, len(n.daemons),
+		sink.name, len(order), time.Since(began).Round(time.Second), seed, len(nss), gen, maxEpoch, len(n.daemons),
 		strings.Join(kindsDone, ", "), writes, rowsN, nRelists, exempt, lost, misordered, uids, ahead, checked, samples, sampler.failed)
 	if lost > 0 || misordered > 0 || uids > 0 || ahead > 0 {
 		t.Errorf("the delivery contract broke: %d lost, %d order violations, %d new uids without a delete, %d checkpoints ahead", lost, misordered, uids, ahead)
