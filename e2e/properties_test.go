@@ -115,11 +115,15 @@ func (r recorder) create(ctx context.Context, name string, data map[string]strin
 	return c, err
 }
 
-// update writes c (with its resourceVersion, if set, as a precondition).
+// update writes c (with its resourceVersion, if set, as a precondition). An update that
+// changes nothing (the same data again) is answered with the object as it was, at its old
+// RV: no write happened, and none is recorded (recorded, its old RV would seem to come
+// after writes acknowledged before it began).
 func (r recorder) update(ctx context.Context, c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	start := time.Now()
+	sent := c.ResourceVersion
 	c, err := r.h.cms(r.ns).Update(ctx, c, metav1.UpdateOptions{})
-	if err == nil {
+	if err == nil && (sent == "" || c.ResourceVersion != sent) {
 		r.h.record(ackedWrite{c.Name, "update", string(c.UID), rvInt(c.ResourceVersion), start, time.Now()})
 	}
 	return c, err

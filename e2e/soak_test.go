@@ -924,7 +924,8 @@ log:
 					exempt++
 				case !c.shows(x, i):
 					if lost++; lost <= 20 {
-						t.Errorf("%s generation %d: %v: acknowledged by the apiserver, not in the sink; its key's rows: %s", ns, g, c.writes[i], keyRows(rows, c.writes[i].name))
+						t.Errorf("%s generation %d: %v (RV within [%d, %d]; %s): acknowledged by the apiserver, not in the sink; its key's rows: %s",
+							ns, g, c.writes[i], c.lo[i], c.hi[i], bounds(c, i), keyRows(rows, c.writes[i].name))
 					}
 				}
 			}
@@ -972,6 +973,18 @@ log:
 	if lost > 0 || misordered > 0 || uids > 0 || ahead > 0 {
 		t.Errorf("the delivery contract broke: %d lost, %d order violations, %d new uids without a delete, %d checkpoints ahead", lost, misordered, uids, ahead)
 	}
+}
+
+// bounds says which writes bound the RV of a delete, for a failure message.
+func bounds(c *contract, i int) string {
+	d := c.writes[i]
+	var out []string
+	for _, w := range c.writes {
+		if w.rv != 0 && (w.rv+1 == c.lo[i] && !w.end.After(d.start) || w.rv-1 == c.hi[i] && !w.start.Before(d.end)) {
+			out = append(out, fmt.Sprintf("%v %s–%s", w, w.start.Format("15:04:05.000"), w.end.Format("15:04:05.000")))
+		}
+	}
+	return fmt.Sprintf("the delete %s–%s, bound by %s", d.start.Format("15:04:05.000"), d.end.Format("15:04:05.000"), strings.Join(out, ", "))
 }
 
 // keyRows is the rows of one name, for a failure message.
