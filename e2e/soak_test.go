@@ -466,21 +466,24 @@ type soakMark struct {
 	floor  int64
 }
 
-// soakRelists reads the relists of configmaps from the daemons' logs, by generation. The log
-// does not say which scope relisted, nor (for a requested relist) how far its watch had
-// come, so each relist's from is the floor of the last mark before it.
+// soakRelists reads the relists of configmaps from the daemons' logs, by generation.
+// The log does not say which scope relisted. A relist after 410 Gone started from the
+// RV its gone line names, so a relist's from is the lowest RV of the gone lines not yet
+// matched by a relist (the highest is taken off when one is: what stays is never more
+// than a true from); a requested relist (resnapshot) or one after time travel starts from
+// an RV its line does not name, and while one is pending every relist's from is the floor
+// of the last mark before it. No from is below that floor.
 func soakRelists(ds []*daemon, marks []soakMark) map[int][]relist {
 	out := map[int][]relist{}
 	for i, d := range ds {
 		var off int64
+		var gone []int64 // pending, sorted
+		unnamed := 0     // pending relists whose from no line names
+		gen := -1
 		for _, line := range strings.SplitAfter(d.log(), "\n") {
 			at := off
 			off += int64(len(line))
 			if !strings.Contains(line, "resource=configmaps ") {
-				continue
-			}
-			m := relistedLine.FindStringSubmatch(line)
-			if m == nil {
 				continue
 			}
 			mk := soakMark{}
@@ -489,38 +492,83 @@ func soakRelists(ds []*daemon, marks []soakMark) map[int][]relist {
 					mk = k
 				}
 			}
-			out[mk.gen] = append(out[mk.gen], relist{mk.floor, rvInt(m[1])})
+			if mk.gen != gen { // a restore: what was pending belongs to the old RVs
+				gen, gone, unnamed = mk.gen, nil, 0
+			}
+			switch {
+			case strings.Contains(line, `msg="relisting on request`), strings.Contains(line, `msg="the server is behind this stream`):
+				unnamed++
+			case goneLine.MatchString(line):
+				gone = append(gone, rvInt(goneLine.FindStringSubmatch(line)[1]))
+				slices.Sort(gone)
+			case relistedLine.MatchString(line):
+				from := mk.floor
+				switch {
+				case unnamed > 0:
+					unnamed--
+				case len(gone) > 0:
+					from = max(from, gone[0])
+					gone = gone[:len(gone)-1]
+				}
+				out[mk.gen] = append(out[mk.gen], relist{from, rvInt(relistedLine.FindStringSubmatch(line)[1])})
+			}
 		}
 	}
 	return out
 }
 
-// uidViolations checks that a key's rows never go from one uid to another without a
-// delete of the first (observed or inferred) in between: a recreated object's old uid is
-// deleted before its new uid appears.
-func uidViolations(rows []epochRow) []string {
+// uidGap is a key's row of a new uid (next) after a row of another uid (prev) with no
+// delete of prev's uid between.
+type uidGap struct{ prev, next epochRow }
+
+// uidGaps checks that a key's rows never go from one uid to another without a delete of
+// the first (observed or inferred) in between: a recreated object's old uid is deleted
+// before its new uid appears.
+func uidGaps(rows []epochRow) []uidGap {
 	type state struct {
-		uid     string
 		deleted bool
 		row     epochRow
 	}
-	var out []string
+	var out []uidGap
 	last := map[string]state{}
 	for _, r := range rows {
 		p, ok := last[r.name]
 		if r.op == "delete" {
-			if !ok || p.uid == r.uid {
-				last[r.name] = state{r.uid, true, r}
+			if !ok || p.row.uid == r.uid {
+				last[r.name] = state{true, r}
 			}
 			continue
 		}
-		if ok && !p.deleted && p.uid != r.uid {
-			out = append(out, fmt.Sprintf("%s: row %d (%s@%d uid %s, epoch %d, snapshot %v) comes after row %d (%s@%d uid %s, epoch %d) with no delete of uid %s between",
-				r.name, r.id, r.op, r.rv, r.uid, r.epoch, r.snapshot, p.row.id, p.row.op, p.row.rv, p.uid, p.row.epoch, p.uid))
+		if ok && !p.deleted && p.row.uid != r.uid {
+			out = append(out, uidGap{p.row, r})
 		}
-		last[r.name] = state{r.uid, false, r}
+		last[r.name] = state{false, r}
 	}
 	return out
+}
+
+// explain says what the history and the relists tell of a gap: when the old uid's
+// delete was acknowledged, its RV range, and the relists whose LIST came between it and
+// the new uid's row.
+func (g uidGap) explain(c *contract, relists []relist) string {
+	p, r := g.prev, g.next
+	msg := fmt.Sprintf("%s: row %d (%s@%d uid %s, epoch %d, snapshot %v) comes after row %d (%s@%d uid %s, epoch %d) with no delete of uid %s between",
+		r.name, r.id, r.op, r.rv, r.uid, r.epoch, r.snapshot, p.id, p.op, p.rv, p.uid, p.epoch, p.uid)
+	lo := p.rv
+	for i, w := range c.writes {
+		if w.op == "delete" && w.uid == p.uid {
+			lo = c.lo[i]
+			msg += fmt.Sprintf("; the delete of %s was acknowledged %s–%s, at an RV within [%d, %d]", p.uid,
+				w.start.Format("15:04:05.000"), w.end.Format("15:04:05.000"), c.lo[i], c.hi[i])
+		}
+	}
+	var between []string
+	for _, l := range relists {
+		if lo <= l.to && l.to < r.rv {
+			between = append(between, fmt.Sprintf("(from %d, LIST at %d)", l.from, l.to))
+		}
+	}
+	return msg + fmt.Sprintf("; relists whose LIST came between: %v", between)
 }
 
 func soak(t *testing.T, sink *soakSink) {
@@ -935,9 +983,10 @@ log:
 				t.Errorf("%s: %s", ns, v)
 			}
 		}
-		for _, v := range uidViolations(rows) {
+		for _, gap := range uidGaps(rows) {
 			if uids++; uids <= 20 {
-				t.Errorf("%s: %s", ns, v)
+				g := genOf(ns, gap.next.epoch)
+				t.Errorf("%s: %s", ns, gap.explain(contracts[g], relists[g]))
 			}
 		}
 		c, a := sampler.check(t, ns, contracts, func(e int) int { return genOf(ns, e) })
