@@ -972,8 +972,8 @@ log:
 					exempt++
 				case !c.shows(x, i):
 					if lost++; lost <= 20 {
-						t.Errorf("%s generation %d: %v (RV within [%d, %d]; %s): acknowledged by the apiserver, not in the sink; its key's rows: %s",
-							ns, g, c.writes[i], c.lo[i], c.hi[i], bounds(c, i), keyRows(rows, c.writes[i].name))
+						t.Errorf("%s generation %d: %v%s: acknowledged by the apiserver, not in the sink; its key's rows: %s",
+							ns, g, c.writes[i], bounds(c, i), keyRows(rows, c.writes[i].name))
 					}
 				}
 			}
@@ -1027,13 +1027,16 @@ log:
 // bounds says which writes bound the RV of a delete, for a failure message.
 func bounds(c *contract, i int) string {
 	d := c.writes[i]
+	if d.op != "delete" {
+		return ""
+	}
 	var out []string
 	for _, w := range c.writes {
 		if w.rv != 0 && (w.rv+1 == c.lo[i] && !w.end.After(d.start) || w.rv-1 == c.hi[i] && !w.start.Before(d.end)) {
 			out = append(out, fmt.Sprintf("%v %s–%s", w, w.start.Format("15:04:05.000"), w.end.Format("15:04:05.000")))
 		}
 	}
-	return fmt.Sprintf("the delete %s–%s, bound by %s", d.start.Format("15:04:05.000"), d.end.Format("15:04:05.000"), strings.Join(out, ", "))
+	return fmt.Sprintf(" (RV within [%d, %d]; acknowledged %s–%s; bound by %s)", c.lo[i], c.hi[i], d.start.Format("15:04:05.000"), d.end.Format("15:04:05.000"), strings.Join(out, ", "))
 }
 
 // keyRows is the rows of one name, for a failure message.
