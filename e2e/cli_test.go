@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -73,6 +74,27 @@ func TestCheckPrintsATableAndFailsWhenRBACForbidsAResource(t *testing.T) {
 	code, out = runCLI(t, "check", "--offline", "-c", writeConfig(t, "sinks: [{name: x, type: elastic}]\n"))
 	if code == 0 || !strings.Contains(out, `sinks[0].type: unknown sink type "elastic"`) {
 		t.Errorf("check --offline of an invalid config: exit %d\n%s", code, out)
+	}
+}
+
+// Issue 24: the environment every daemon of these tests inherits carries
+// KUBE_CDC_TRANSFORMS__DIGESTKEY (main_test.go); a file that names a key file as well is
+// refused with a line that says where each came from, or the file alone would not show
+// the conflict.
+func TestADigestKeyInTheEnvironmentAndAKeyFileInTheFileAreRefusedNamingTheVariable(t *testing.T) {
+	t.Parallel() // runs no server
+	keyFile := filepath.Join(t.TempDir(), "digest-key")
+	if err := os.WriteFile(keyFile, []byte(e2eDigestKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "transforms:\n  digestKeyFile: "+keyFile+"\n")
+	code, out := runCLI(t, "check", "--offline", "-c", cfg)
+	want := "kube-cdc: config: transforms.digestKeyFile: set transforms.digestKey (from KUBE_CDC_TRANSFORMS__DIGESTKEY) or transforms.digestKeyFile (from " + cfg + "), not both"
+	if code == 0 || !strings.Contains(out, want) {
+		t.Errorf("check --offline: exit %d, want a failure with the line\n%s\ngot:\n%s", code, want, out)
+	}
+	if strings.Contains(out, e2eDigestKey) {
+		t.Errorf("the message shows the digest key:\n%s", out)
 	}
 }
 

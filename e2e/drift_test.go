@@ -105,6 +105,10 @@ leaderElection:
 	if !regexpRow(out, n, 0) {
 		t.Errorf("resnapshot printed\n%s\nwant a row for warehouse/configmaps with %d listed and 0 written", out, n)
 	}
+	// The scope reads as status shows it (issue 24), not as the digest checkpoints key it by.
+	if scope := scopeOfRow(out); scope != "namespace="+ns {
+		t.Errorf("resnapshot printed\n%s\nwant the configmaps row's SCOPE namespace=%s, as status shows it; got %q", out, ns, scope)
+	}
 	if got := count(t, conn, `SELECT count(*) FROM kube_cdc.changes`); got != changes {
 		t.Errorf("a resnapshot of unchanged objects wrote %d changes rows, want none", got-changes)
 	}
@@ -135,6 +139,27 @@ leaderElection:
 	if rowsAfter != rowsBefore {
 		t.Errorf("--full rewrote unchanged objects rows: updated_at %s, then %s", rowsBefore, rowsAfter)
 	}
+
+	// A request the daemon fails prints its error on stderr and no table on stdout: there
+	// is nothing to show (issue 24).
+	cmd := exec.Command(binary, "resnapshot", "-c", cfg, "--timeout", "60s", "nosuchthings")
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+kube.Kubeconfig)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), `resource "nosuchthings" is not streamed`) || stdout.Len() != 0 {
+		t.Errorf("resnapshot of a resource not streamed: exit %d (%v), want 1, nothing on stdout and the reason on stderr; stdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	}
+}
+
+// scopeOfRow is the SCOPE of the configmaps row resnapshot printed in out ("" for none).
+func scopeOfRow(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 6 && f[1] == "configmaps" {
+			return f[2]
+		}
+	}
+	return ""
 }
 
 // resnapshotCLI runs `kube-cdc resnapshot` with cfg and returns its output.

@@ -66,6 +66,8 @@ type statusDoc struct {
 		Streaming bool              `json:"streaming"`
 		Error     string            `json:"error"`
 		Degraded  []json.RawMessage `json:"degraded"`
+		// AccessDenied: the resources streamed whose next re-watch will fail (access_test.go).
+		AccessDenied []json.RawMessage `json:"accessDenied"`
 	} `json:"daemon"`
 }
 
@@ -107,7 +109,8 @@ func statusAs(t *testing.T, cfg, format string) statusDoc {
 var statusKeys = strings.Fields(`cluster sinks name type checkpointStore resources resource scope namespaces
 	labelSelector fieldSelector scopeId checkpoint resourceVersion updatedAt epoch timeTravel reason detectedAt
 	objects live deleted quarantined namespace uid op bytes topic quarantinedAt writerLock holder waiters
-	application backendPid client connectedAt errors daemon url reachable streaming error degraded since`)
+	application backendPid client connectedAt errors daemon url reachable streaming error degraded since
+	accessDenied denied`)
 
 func undocumentedKeys(v any) []string {
 	var bad []string

@@ -73,7 +73,7 @@ func resnapshot(ctx context.Context, w io.Writer, cfg *config.Config, resources 
 			return err
 		}
 	} else {
-		printOutcomes(w, res)
+		printOutcomes(w, res, configuredScopes(cfg))
 	}
 	if res.State == signal.StateFailed {
 		return fmt.Errorf("resnapshot failed (answered by %s): %s", res.By, res.Error)
@@ -81,16 +81,29 @@ func resnapshot(ctx context.Context, w io.Writer, cfg *config.Config, resources 
 	return nil
 }
 
-func printOutcomes(w io.Writer, res signal.Result) {
+// printOutcomes prints res's outcomes as a table, their scopes by content as status shows
+// them, and who answered; nothing at all for a failed request without outcomes, whose
+// error (on stderr) says everything there is.
+func printOutcomes(w io.Writer, res signal.Result, scopes map[string]scopeContent) {
+	answered := fmt.Sprintf("answered by %s in %s\n", res.By, res.Finished.Sub(res.Started).Round(time.Millisecond))
+	switch {
+	case len(res.Outcomes) > 0:
+	case res.State == signal.StateFailed:
+		return
+	default:
+		io.WriteString(w, answered)
+		return
+	}
+	scope := func(o signal.Outcome) string { return scopeColumn(scopeOf(scopes, o.Scope), o.Scope) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SINK\tRESOURCE\tSCOPE\tLISTED\tWRITTEN\tDELETED\tDRIFT")
 	out := slices.Clone(res.Outcomes)
 	slices.SortFunc(out, func(a, b signal.Outcome) int {
-		return strings.Compare(a.Sink+"\x00"+a.Resource+"\x00"+a.Scope, b.Sink+"\x00"+b.Resource+"\x00"+b.Scope)
+		return strings.Compare(a.Sink+"\x00"+a.Resource+"\x00"+scope(a), b.Sink+"\x00"+b.Resource+"\x00"+scope(b))
 	})
 	for _, o := range out {
 		if o.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tskipped: %s\n", o.Sink, o.Resource, dash(o.Scope), o.Skipped)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tskipped: %s\n", o.Sink, o.Resource, scope(o), o.Skipped)
 			continue
 		}
 		var drift []string
@@ -103,10 +116,10 @@ func printOutcomes(w io.Writer, res signal.Result) {
 		}) {
 			drift = append(drift, fmt.Sprintf("%s=%d", k, o.Drift[k]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", o.Sink, o.Resource, dash(o.Scope), o.Listed, o.Written, o.Deleted, dash(strings.Join(drift, ",")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", o.Sink, o.Resource, scope(o), o.Listed, o.Written, o.Deleted, dash(strings.Join(drift, ",")))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "answered by %s in %s\n", res.By, res.Finished.Sub(res.Started).Round(time.Millisecond))
+	io.WriteString(w, answered)
 }
 
 func dash(s string) string {

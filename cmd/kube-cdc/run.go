@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,8 +95,43 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		return errors.New("starting")
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	if cfg.Metrics.Address != "" {
-		g.Go(func() error { return metrics.Serve(gctx, cfg.Metrics.Address, m, ready, cfg.Metrics.Pprof, log) })
+	serveMetrics := func(ln net.Listener) {
+		g.Go(func() error { return metrics.ServeListener(gctx, ln, m, ready, cfg.Metrics.Pprof, log) })
+	}
+	// The endpoint is bound before anything else, so that a standby (a leader-election
+	// standby, one with --wait) answers /healthz and /readyz while it waits, unless a
+	// kube-cdc answers at its address already: most likely the one this one would stand
+	// by for, on the same host with the same config. Failing on that would end a standby
+	// before it reaches the writer lock or the lease (and refuse a second run for the
+	// address rather than for the writer lock), so the address is bound again once this
+	// process may stream (metricsWhenStreaming), when the other has let go of both. An
+	// address held by anything else fails the start, as it would fail the takeover.
+	var metricsWhenStreaming func(context.Context) error
+	if addr := cfg.Metrics.Address; addr != "" {
+		ln, err := metrics.Listen(ctx, addr)
+		switch {
+		case err == nil:
+			serveMetrics(ln)
+		case errors.Is(err, syscall.EADDRINUSE) && daemonState(ctx, cfg, nil).Reachable:
+			log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
+				"address", addr)
+			// A holder that stops lets go of its address before its writer lock or its
+			// lease; one killed lets go of both at once. The grace covers the latter.
+			grace := time.Duration(0)
+			if opts.wait || cfg.LeaderElection.Enabled {
+				grace = metricsTakeoverGrace
+			}
+			metricsWhenStreaming = func(ctx context.Context) error {
+				ln, err := listenWithin(ctx, addr, grace)
+				if err != nil {
+					return metricsInUse(err)
+				}
+				serveMetrics(ln)
+				return nil
+			}
+		default:
+			return metricsInUse(err)
+		}
 	}
 	if len(crds.Resources) > 0 {
 		g.Go(func() error { return crds.Run(gctx) })
@@ -124,6 +161,12 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 				}
 			}
 		}
+		if metricsWhenStreaming != nil {
+			// Called once: under leader election, losing the lease ends the process.
+			if err := metricsWhenStreaming(gctx); err != nil {
+				return err
+			}
+		}
 		popts := pipelineOptions(cfg, log, m)
 		popts.Nudge = crds.Changed // a CRD of a degraded resource changed: try it now
 		// The cluster's identity goes with every checkpoint: one rebuilt under the same
@@ -145,6 +188,12 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 			sctx, stopSignals := context.WithCancel(gctx)
 			defer stopSignals()
 			go serveSignals(sctx, cfg, cs, p, log) // resnapshot requests (resnapshot.go)
+			// RBAC revoked under an open watch shows only when the watch re-opens; the
+			// access check names it before, while the data still flows.
+			access := &source.AccessCheck{Client: cs, Targets: targets, Interval: cfg.Kubernetes.AccessCheckInterval, Log: log, Observer: m}
+			accessDone := make(chan struct{})
+			go func() { defer close(accessDone); access.Run(sctx) }()
+			defer func() { stopSignals(); <-accessDone }() // its records cleared before m.Streaming(false)
 		}
 		return p.Run(gctx)
 	}
@@ -164,6 +213,35 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		return nil
 	}
 	return err
+}
+
+// metricsTakeoverGrace is how long a process that took over (a writer lock, a lease)
+// tries to bind the metrics address its predecessor may still hold.
+const metricsTakeoverGrace = 10 * time.Second
+
+// listenWithin binds the metrics address, trying again while it is in use for up to
+// grace.
+func listenWithin(ctx context.Context, addr string, grace time.Duration) (net.Listener, error) {
+	deadline := time.Now().Add(grace)
+	for {
+		ln, err := metrics.Listen(ctx, addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !time.Now().Before(deadline) {
+			return ln, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// metricsInUse names the fix for a metrics address another process holds.
+func metricsInUse(err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf(`%w; another process serves this address (another kube-cdc on this host?): give each process its own metrics.address (--metrics-address, KUBE_CDC_METRICS__ADDRESS), or "" to serve none`, err)
 }
 
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).

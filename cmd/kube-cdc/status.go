@@ -36,7 +36,8 @@ func newStatusCmd() *cobra.Command {
 	cmd.Long = `Show, per sink, resource and scope, the checkpoint (resourceVersion, age, epoch), the
 object counts and the quarantined changes; who writes each PostgreSQL sink (its writer
 lock's holder and waiters); and, asked of the running kube-cdc at metrics.address, the
-resources it does not stream now. A scope is shown by its namespaces and selectors.
+resources it does not stream now, and those it streams but may no longer list or watch
+(their next re-watch will fail). A scope is shown by its namespaces and selectors.
 -o json and -o yaml print the same as a document (field names in docs/operations.md).`
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	return cmd
@@ -244,7 +245,7 @@ func kafkaQuarantine(ctx context.Context, cfg *config.Config, sc config.Sink, re
 // in the sinks, which would go stale the moment the daemon stopped. metrics.address
 // (or --metrics-address host:port) says where; a wildcard host means this machine.
 func daemonState(ctx context.Context, cfg *config.Config, scopes map[string]scopeContent) daemonStatus {
-	d := daemonStatus{Degraded: []degradedResource{}}
+	d := daemonStatus{Degraded: []degradedResource{}, AccessDenied: []accessDenial{}}
 	if cfg.Metrics.Address == "" {
 		d.Error = "metrics.address is not set, and status asks the running kube-cdc at that address"
 		return d
@@ -285,6 +286,10 @@ func daemonState(ctx context.Context, cfg *config.Config, scopes map[string]scop
 	for _, g := range answer.Degraded {
 		d.Degraded = append(d.Degraded, degradedResource{Resource: g.Resource, Scope: scopeOf(scopes, g.Scope), ScopeID: g.Scope,
 			Reason: g.Reason, Error: g.Error, Since: g.Since})
+	}
+	for _, a := range answer.AccessDenied { // absent from daemons before it
+		d.AccessDenied = append(d.AccessDenied, accessDenial{Resource: a.Resource, Scope: scopeOf(scopes, a.Scope), ScopeID: a.Scope,
+			Denied: a.Denied, Error: a.Error, Since: a.Since})
 	}
 	return d
 }

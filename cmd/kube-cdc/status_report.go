@@ -118,6 +118,19 @@ type daemonStatus struct {
 	Streaming bool `json:"streaming"`
 	// Degraded are the resources (and scopes) the daemon does not stream now; never null.
 	Degraded []degradedResource `json:"degraded"`
+	// AccessDenied are the resources (and scopes) the daemon streams but may no longer
+	// list or watch (its periodic access review): their next re-watch or relist will fail
+	// and degrade them. Never null when the daemon answered.
+	AccessDenied []accessDenial `json:"accessDenied"`
+}
+
+type accessDenial struct {
+	Resource string        `json:"resource"`
+	Scope    *scopeContent `json:"scope"`
+	ScopeID  string        `json:"scopeId,omitempty"`
+	Denied   []string      `json:"denied"` // list, watch
+	Error    string        `json:"error"`
+	Since    time.Time     `json:"since"`
 }
 
 type degradedResource struct {
@@ -315,10 +328,10 @@ func daemonLines(d daemonStatus, now time.Time) []string {
 	if !d.Streaming {
 		return []string{"resources: state unknown: kube-cdc at " + d.URL + " does not stream now (a standby waiting for the lease, or still starting); ask the leader's metrics endpoint"}
 	}
-	if len(d.Degraded) == 0 {
-		return []string{"resources: none degraded (kube-cdc at " + d.URL + ")"}
-	}
 	var lines []string
+	if len(d.Degraded) == 0 {
+		lines = append(lines, "resources: none degraded (kube-cdc at "+d.URL+")")
+	}
 	for _, g := range d.Degraded {
 		id := g.Resource
 		if g.ScopeID != "" {
@@ -326,6 +339,14 @@ func daemonLines(d daemonStatus, now time.Time) []string {
 		}
 		lines = append(lines, fmt.Sprintf("DEGRADED: resource %s: %s for %s: %s", id, g.Reason,
 			now.Sub(g.Since).Round(time.Second), strings.Join(strings.Fields(g.Error), " ")))
+	}
+	for _, a := range d.AccessDenied {
+		id := a.Resource
+		if a.ScopeID != "" {
+			id += " (scope " + scopeColumn(a.Scope, a.ScopeID) + ")"
+		}
+		lines = append(lines, fmt.Sprintf("ACCESS LOST: resource %s: %s denied for %s: %s", id, strings.Join(a.Denied, ", "),
+			now.Sub(a.Since).Round(time.Second), strings.Join(strings.Fields(a.Error), " ")))
 	}
 	return lines
 }

@@ -184,3 +184,35 @@ func TestAnUnknownStatusFormatFailsNamingTheFlagAndTheAcceptedValues(t *testing.
 		t.Errorf("-o xml: %v", err)
 	}
 }
+
+// A resource streamed but whose RBAC was revoked under its open watch (the daemon's
+// access check) is named on a line of its own: not degraded yet, but its next re-watch
+// will fail.
+func TestStatusNamesAResourceWhoseAccessWasLostBesideTheDegradedOnes(t *testing.T) {
+	r := sampleReport()
+	found := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	r.Daemon.Degraded = []degradedResource{}
+	r.Daemon.AccessDenied = []accessDenial{{Resource: "configmaps", Scope: &scopeContent{Namespaces: []string{"shop"}}, ScopeID: "a1b2c3d4e5f6",
+		Denied: []string{"list", "watch"}, Error: "list, watch configmaps not allowed\n in namespace shop", Since: found}}
+	var out, js bytes.Buffer
+	if err := writeStatus(&out, r, "table", found.Add(42*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		`(?m)^resources: none degraded \(kube-cdc at http://localhost:9464/resources\)$`,
+		`(?m)^ACCESS LOST: resource configmaps \(scope namespace=shop\): list, watch denied for 42s: list, watch configmaps not allowed in namespace shop$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(text) {
+			t.Errorf("no line matching %s in:\n%s", want, text)
+		}
+	}
+	if err := writeStatus(&js, r, "json", found); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"accessDenied": [`, `"denied": [`, `"scopeId": "a1b2c3d4e5f6"`} {
+		if !strings.Contains(js.String(), want) {
+			t.Errorf("json lacks %s:\n%s", want, js.String())
+		}
+	}
+}

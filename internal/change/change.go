@@ -24,8 +24,11 @@ const (
 	// from the configuration).
 	ReasonOutOfScope = "out-of-scope"
 	// ReasonRecreated: a relist found another object (a new uid) under the key. The old
-	// uid was deleted, and its delete is recorded, before the new object's create, at the
-	// RV just below the new object's (see InferredDeleteBefore).
+	// uid was deleted, and its delete is recorded, before the new object's create: at the
+	// RV just below the new object's when the LIST showed it (see InferredDeleteBefore);
+	// when it was created after the LIST, so that only the lookup at the relist's end
+	// found it (Presence), at the LIST's RV (or just above the held version, when another
+	// scope streams the new object).
 	ReasonRecreated = "recreated"
 )
 
@@ -73,8 +76,9 @@ type Change struct {
 	Key      Key
 	UID      string
 	// RV is the object's resourceVersion; for a delete, the RV of the DELETE event; for an
-	// inferred delete, the RV of the LIST that revealed it, except for ReasonRecreated:
-	// the RV just below the new object's (see InferredDeleteBefore).
+	// inferred delete, the RV of the LIST that revealed it, except for ReasonRecreated
+	// when the LIST showed the new object: the RV just below the new object's (see
+	// InferredDeleteBefore and ReasonRecreated).
 	RV RV
 	// Epoch counts the time travels this sink has seen of the resource (0 until the
 	// first): an etcd restored from a backup, a cluster rebuilt under the same name. RVs

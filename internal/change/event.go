@@ -17,10 +17,14 @@ const (
 	RelistEnd
 	// Progress says every change up to RV was delivered (a bookmark).
 	Progress
+	// Established says the server accepted the stream's watch from RV: the point the
+	// stream started from (the checkpoint it resumed, or the LIST's RV after a relist).
+	// What the stream emitted before it reaches back to that point; what follows is live.
+	Established
 )
 
 func (t EventType) String() string {
-	return [...]string{"changed", "relist-begin", "listed", "relist-end", "progress"}[t]
+	return [...]string{"changed", "relist-begin", "listed", "relist-end", "progress", "established"}[t]
 }
 
 // Event is what a source stream emits, in order: a value, like client-go's Delta. The
@@ -28,7 +32,7 @@ func (t EventType) String() string {
 type Event struct {
 	Type   EventType
 	Change Change // Changed, Listed
-	RV     RV     // RelistEnd, Progress
+	RV     RV     // RelistEnd, Progress, Established
 	// ListTotal is, on a Listed event, an estimate of how many objects the relist lists in
 	// all (those listed so far plus the LIST's metadata.remainingItemCount); 0 when the
 	// server gives none (a LIST under a selector). It feeds progress lines only.

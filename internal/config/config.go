@@ -23,6 +23,21 @@ type Config struct {
 	Metrics        Metrics        `koanf:"metrics"`
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
+
+	// origins says which layer set a key outside the lists, by its path
+	// ("transforms.digestKey"): the file's name or an environment variable's. Load fills
+	// it for messages about keys that conflict (named), whose keys no flag sets; nil when
+	// neither layer set any.
+	origins map[string]string
+}
+
+// named is key as a message about a conflict names it: with the layer that set it, as
+// "transforms.digestKey (from KUBE_CDC_TRANSFORMS__DIGESTKEY)", when Load knows it.
+func (c *Config) named(key string) string {
+	if o, ok := c.origins[key]; ok {
+		return key + " (from " + o + ")"
+	}
+	return key
 }
 
 // Kubernetes says how to reach the apiserver.
@@ -41,13 +56,20 @@ type Kubernetes struct {
 	PageSize int64 `koanf:"pageSize"`
 	// ListMode says how a relist reads a collection: auto (a streaming list where the
 	// server supports it, found out once per resource, else a paged LIST), stream
-	// (WatchList only; a server without it is an error) or paged. Default paged: the
-	// fastest initial sync (docs/benchmarks.md, "List modes").
+	// (WatchList only; a server without it is an error) or paged. Default auto, as
+	// client-go's reflector: no copy of the collection held by the apiserver, at parity
+	// with paged in time and CPU (docs/benchmarks.md, "List modes").
 	ListMode string `koanf:"listMode"`
 	// RelistJitter: after 410 Gone (or a time travel) each resource waits a random delay
 	// up to this long before it relists, so that an apiserver restart does not make every
 	// resource LIST at once. Default 5s; 0 relists at once.
 	RelistJitter time.Duration `koanf:"relistJitter"`
+	// AccessCheckInterval: this often the daemon asks the apiserver (two
+	// SelfSubjectAccessReviews per resource and scope) whether it may still list and
+	// watch each resource it streams. The apiserver asks RBAC only when a watch opens, so
+	// a revoked permission shows otherwise only at the next re-watch (5–10 minutes later),
+	// when the resource degrades. Default 1m; 0 turns the check off.
+	AccessCheckInterval time.Duration `koanf:"accessCheckInterval"`
 }
 
 // Resource is one resource to stream.

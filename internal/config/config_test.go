@@ -52,7 +52,7 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 	}
 	want := Config{
 		Cluster:    "default",
-		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "paged", RelistJitter: 5 * time.Second},
+		Kubernetes: Kubernetes{QPS: 50, Burst: 100, PageSize: 500, ListMode: "auto", RelistJitter: 5 * time.Second, AccessCheckInterval: time.Minute},
 		Transforms: Transforms{RedactSecrets: true},
 		Pipeline:   Pipeline{BatchSize: 5000, BatchBytes: 4 << 20, MaxWait: 0, Buffer: 256, DetachAfter: 10 * time.Second},
 		Metrics:    Metrics{Address: "127.0.0.1:9464"},
@@ -261,6 +261,7 @@ func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
 		{"unknown log level", "log: {level: verbose}", nil, "log.level", `unknown log level "verbose"`},
 		{"unknown log format", "log: {format: xml}", nil, "log.format", `"xml"`},
 		{"zero qps", "kubernetes: {qps: 0}", nil, "kubernetes.qps", "greater than 0"},
+		{"negative access check interval", "kubernetes: {accessCheckInterval: -1s}", nil, "kubernetes.accessCheckInterval", "negative"},
 		{"negative batch size", "pipeline: {batchSize: -1}", nil, "pipeline.batchSize", "greater than 0"},
 		{"bad drop path", "transforms: {drop: [\"metadata..x\"]}", nil, "transforms.drop[0]", ""},
 		{"leader election timing", "leaderElection: {enabled: true, leaseDuration: 5s}", nil, "leaderElection.leaseDuration", "renewDeadline"},
@@ -410,7 +411,7 @@ func TestDigestKeyErrorsNameTheKeyAndNeverShowIt(t *testing.T) {
 	}{
 		{"too short", "", "KUBE_CDC_TRANSFORMS__DIGESTKEY=hunter2", "transforms.digestKey: the digest key is 7 bytes, want at least 16"},
 		{"too short in a file", "transforms: {digestKeyFile: " + short + "}", "", "transforms.digestKeyFile: the digest key is 7 bytes"},
-		{"both", "transforms: {digestKeyFile: " + empty + "}", env, "transforms.digestKeyFile: set transforms.digestKey or transforms.digestKeyFile, not both"},
+		{"both", "transforms: {digestKeyFile: " + empty + "}", env, "transforms.digestKeyFile: set transforms.digestKey (from KUBE_CDC_TRANSFORMS__DIGESTKEY) or transforms.digestKeyFile (from "},
 		{"missing file", "transforms: {digestKeyFile: " + filepath.Join(dir, "nope") + "}", "", "transforms.digestKeyFile: " + filepath.Join(dir, "nope") + ": no such file"},
 		{"empty file", "transforms: {digestKeyFile: " + empty + "}", "", "holds no key"},
 		{"a list", "transforms: {digestKey: [" + testDigestKey + "]}", "", "transforms.digestKey: expected a string, got a list"},
@@ -434,6 +435,50 @@ func TestDigestKeyErrorsNameTheKeyAndNeverShowIt(t *testing.T) {
 				t.Errorf("%q shows the key or is more than one line", msg)
 			}
 		})
+	}
+}
+
+// Issue 24: a digest key in the environment and a key file in the file conflict, and the
+// file alone does not show why; the message names the layer that set each.
+func TestConflictingDigestKeysAreNamedWithTheLayerThatSetEach(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "digest-key")
+	if err := os.WriteFile(keyFile, []byte(testDigestKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		want       func(file string) string
+	}{
+		{"key in the environment, file in the file", "transforms: {digestKeyFile: " + keyFile + "}\n",
+			[]string{"KUBE_CDC_TRANSFORMS__DIGESTKEY=" + testDigestKey},
+			func(file string) string {
+				return "config: transforms.digestKeyFile: set transforms.digestKey (from KUBE_CDC_TRANSFORMS__DIGESTKEY) or transforms.digestKeyFile (from " + file + "), not both"
+			}},
+		{"both in the file", "transforms: {digestKey: " + testDigestKey + ", digestKeyFile: " + keyFile + "}\n", nil,
+			func(file string) string {
+				return "config: transforms.digestKeyFile: set transforms.digestKey (from " + file + ") or transforms.digestKeyFile (from " + file + "), not both"
+			}},
+		{"the environment overrides the file's key file", "transforms: {digestKey: " + testDigestKey + ", digestKeyFile: /nowhere}\n",
+			[]string{"KUBE_CDC_TRANSFORMS__DIGESTKEYFILE=" + keyFile},
+			func(file string) string {
+				return "config: transforms.digestKeyFile: set transforms.digestKey (from " + file + ") or transforms.digestKeyFile (from KUBE_CDC_TRANSFORMS__DIGESTKEYFILE), not both"
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := writeFile(t, tc.yaml)
+			_, err := Load(LoadOptions{File: file, Environ: append([]string{}, tc.env...)})
+			if err == nil || err.Error() != tc.want(file) {
+				t.Errorf("got  %v\nwant %s", err, tc.want(file))
+			}
+		})
+	}
+	// With no layer above the defaults to name (a Config validated as a program built it),
+	// the message names the keys alone.
+	c := mustLoad(t, "")
+	c.Transforms.DigestKey, c.Transforms.DigestKeyFile = testDigestKey, keyFile
+	if err := c.Validate(); err == nil || err.Error() != "config: transforms.digestKeyFile: set transforms.digestKey or transforms.digestKeyFile, not both" {
+		t.Errorf("validating a config without layers: %v", err)
 	}
 }
 

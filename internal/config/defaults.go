@@ -25,7 +25,7 @@ func defaults() map[string]any {
 		"kubernetes.burst":             100,
 		"kubernetes.compression":       false,
 		"kubernetes.pageSize":          500,
-		"kubernetes.listMode":          "paged",
+		"kubernetes.listMode":          "auto",
 		"kubernetes.relistJitter":      5 * time.Second,
 		"transforms.redactSecrets":     true,
 		"pipeline.batchSize":           pipeline.DefaultBatchSize,
@@ -45,6 +45,9 @@ func defaults() map[string]any {
 		"leaderElection.leaseDuration": 15 * time.Second,
 		"leaderElection.renewDeadline": 10 * time.Second,
 		"leaderElection.retryPeriod":   2 * time.Second,
+
+		// The access check asks whether each streamed resource may still be read.
+		"kubernetes.accessCheckInterval": time.Minute,
 	}
 }
 

@@ -81,6 +81,13 @@ func scrub(err error, secrets []string) error {
 }
 
 func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
+	var origins map[string]string // see Config.origins
+	setBy := func(key, layer string) {
+		if origins == nil {
+			origins = map[string]string{}
+		}
+		origins[key] = layer
+	}
 	k := koanf.New(".")
 	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
 		return nil, errorf("defaults: %v", err)
@@ -93,6 +100,12 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 		}
 		if err := k.Load(confmap.Provider(m, ""), nil); err != nil {
 			return nil, errorf("%s: %v", opts.File, err)
+		}
+		file := koanf.New(".")
+		if err := file.Load(confmap.Provider(m, ""), nil); err == nil {
+			for _, key := range file.Keys() {
+				setBy(key, opts.File)
+			}
 		}
 	}
 
@@ -111,6 +124,10 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 	scalars, indexed, err := parseEnv(environ)
 	if err != nil {
 		return nil, err
+	}
+	for _, kv := range scalars {
+		name, _, _ := strings.Cut(kv, "=")
+		setBy(envKey(name).path, name)
 	}
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:      EnvPrefix,
@@ -160,6 +177,7 @@ func loadLayers(opts LoadOptions, digestKeys *[]string) (*Config, error) {
 	}); err != nil {
 		return nil, decodeError(err)
 	}
+	cfg.origins = origins
 	if cfg.LeaderElection.Identity == "" {
 		cfg.LeaderElection.Identity, _ = os.Hostname()
 	}

@@ -67,6 +67,8 @@ func (c *Config) validateKubernetes() error {
 		return keyErrorf("kubernetes.listMode", "unknown list mode %q (want %s)", k.ListMode, strings.Join(listModes, ", "))
 	case k.RelistJitter < 0:
 		return keyErrorf("kubernetes.relistJitter", "must not be negative (0 relists at once), got %v", k.RelistJitter)
+	case k.AccessCheckInterval < 0:
+		return keyErrorf("kubernetes.accessCheckInterval", "must not be negative (0 turns the check off), got %v", k.AccessCheckInterval)
 	}
 	return nil
 }
@@ -115,7 +117,8 @@ func (c *Config) validateTransforms() error {
 	t.fileKey = nil
 	if t.DigestKeyFile != "" {
 		if t.DigestKey != "" {
-			return keyErrorf("transforms.digestKeyFile", "set transforms.digestKey or transforms.digestKeyFile, not both")
+			// One of them may come from the environment, out of sight of the file.
+			return keyErrorf("transforms.digestKeyFile", "set %s or %s, not both", c.named("transforms.digestKey"), c.named("transforms.digestKeyFile"))
 		}
 		b, err := os.ReadFile(t.DigestKeyFile)
 		if err != nil {

@@ -29,6 +29,7 @@ func servedSeries(t *testing.T) map[string]bool {
 	m.Quarantined("s", "r", 1)
 	m.TimeTravel("s", "r", "list-below-checkpoint")
 	m.Degraded("r", "", "forbidden", "x", time.Now())
+	m.AccessDenied("r", "", []string{"watch"}, "x", time.Now())
 	m.ConcurrentWriters("s", 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -45,13 +45,15 @@ type Metrics struct {
 	writers       *prometheus.GaugeVec
 	degraded      *prometheus.GaugeVec
 	degradedCount prometheus.Gauge
+	accessDenied  *prometheus.GaugeVec
 	relistCauses  *prometheus.CounterVec
 	relistListed  *prometheus.GaugeVec
 	streamingG    prometheus.Gauge
 
 	mu         sync.Mutex
-	degradedBy map[[2]string]Degradation // by resource and scope
-	streaming  bool                      // the pipeline runs: this process leads, or needs no lease
+	degradedBy map[[2]string]Degradation  // by resource and scope
+	deniedBy   map[[2]string]AccessDenial // by resource and scope
+	streaming  bool                       // the pipeline runs: this process leads, or needs no lease
 
 	// perSink caches the series of each (sink, resource), so that a batch's bookkeeping
 	// (written once or twice per change at a steady rate) does not hash and look up its
@@ -91,6 +93,17 @@ type Degradation struct {
 	Scope    string    `json:"scope,omitempty"`
 	Reason   string    `json:"reason"` // "forbidden", "not served", …
 	Error    string    `json:"error"`
+	Since    time.Time `json:"since"`
+}
+
+// AccessDenial is a resource (one scope of it) that streams but may no longer be listed
+// or watched where it is read: its next re-watch or relist will fail. What /resources
+// serves and `kube-cdc status` shows.
+type AccessDenial struct {
+	Resource string    `json:"resource"`
+	Scope    string    `json:"scope,omitempty"`
+	Denied   []string  `json:"denied"` // the verbs denied: list, watch
+	Error    string    `json:"error"`  // what is denied, where, and what follows
 	Since    time.Time `json:"since"`
 }
 
@@ -179,6 +192,12 @@ func New() *Metrics {
 	})
 	m.degradedBy = map[[2]string]Degradation{}
 
+	m.accessDenied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "resource_access_denied",
+		Help: "1 while the periodic access review (kubernetes.accessCheckInterval) finds a verb a resource (one scope of it) is read with (list, watch) denied: it streams on until its watch is re-opened, which will then fail. The series goes away when the verb is allowed again.",
+	}, []string{"resource", "scope", "verb"})
+	m.deniedBy = map[[2]string]AccessDenial{}
+
 	m.relistCauses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "relist_reasons_total",
 		Help: "Relists by reason (start: no checkpoint; gone: 410 Gone, after a random delay up to kubernetes.relistJitter; time-travel) and how they read the collection (stream or paged).",
@@ -198,7 +217,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.timeTravels,
-		m.writers, m.degraded, m.degradedCount, m.relistCauses, m.relistListed, m.streamingG,
+		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.relistCauses, m.relistListed, m.streamingG,
 	)
 	return m
 }
@@ -368,6 +387,52 @@ func (m *Metrics) Degraded(resource, scope, reason, detail string, since time.Ti
 		m.degraded.WithLabelValues(resource, scope, reason).Set(1)
 	}
 	m.degradedCount.Set(float64(len(m.degradedBy)))
+}
+
+// AccessDenied records that the verbs denied may no longer be used on resource (one scope
+// of it) since `since`, with the message that says so; no verbs records that every verb
+// is allowed again. It is source.AccessCheck's Observer.
+func (m *Metrics) AccessDenied(resource, scope string, denied []string, detail string, since time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := [2]string{resource, scope}
+	if old, ok := m.deniedBy[key]; ok {
+		for _, verb := range old.Denied {
+			m.accessDenied.DeleteLabelValues(resource, scope, verb)
+		}
+		delete(m.deniedBy, key)
+	}
+	if len(denied) == 0 {
+		return
+	}
+	m.deniedBy[key] = AccessDenial{Resource: resource, Scope: scope, Denied: slices.Clone(denied), Error: detail, Since: since}
+	for _, verb := range denied {
+		m.accessDenied.WithLabelValues(resource, scope, verb).Set(1)
+	}
+}
+
+// AccessDenials are the resources that stream but whose next re-watch or relist will
+// fail, by resource and scope. A resource that no longer streams is not among them: its
+// Degradation says more.
+func (m *Metrics) AccessDenials() []AccessDenial {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]AccessDenial, 0, len(m.deniedBy))
+	for k, d := range m.deniedBy {
+		if _, degraded := m.degradedBy[k]; !degraded {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b AccessDenial) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Scope, b.Scope))
+	})
+	return out
 }
 
 // Streaming records whether this process runs the pipeline now: a standby waiting for

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,6 +238,10 @@ func TestServeReportsABusyAddress(t *testing.T) {
 	err = Serve(t.Context(), ln.Addr().String(), New(), nil, false, nil)
 	if err == nil || !strings.Contains(err.Error(), "metrics: listen on") {
 		t.Errorf("got %v", err)
+	}
+	// kube-cdc run tells an address in use from other failures by it.
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("%v does not wrap EADDRINUSE", err)
 	}
 }
 

@@ -20,7 +20,7 @@ const shutdownTimeout = 5 * time.Second
 // Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
 // runs), /readyz (503 with ready's error until it returns nil, then 200 "ok"; a nil
 // ready is always ready) and /resources (JSON: the resources that do not stream now and
-// why, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
+// why, and those whose access was revoked under an open watch, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
 // on (config metrics.pprof), also Go's /debug/pprof/ endpoints.
 func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	mux := http.NewServeMux()
@@ -38,9 +38,12 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	})
 	mux.HandleFunc("GET /resources", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations()}
+		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations(), AccessDenied: m.AccessDenials()}
 		if a.Degraded == nil {
 			a.Degraded = []Degradation{}
+		}
+		if a.AccessDenied == nil {
+			a.AccessDenied = []AccessDenial{}
 		}
 		json.NewEncoder(w).Encode(a)
 	})
@@ -65,6 +68,9 @@ type ResourcesAnswer struct {
 	// here, not because every resource does; the leader's endpoint knows.
 	Streaming bool          `json:"streaming"`
 	Degraded  []Degradation `json:"degraded"` // never null: empty when every resource streams
+	// AccessDenied are the resources that stream but may no longer be listed or watched
+	// (the periodic access review): their next re-watch or relist will fail. Never null.
+	AccessDenied []AccessDenial `json:"accessDenied"`
 }
 
 // Serve serves Mux(m, ready, profiling) on addr until ctx ends, then shuts down gracefully and
@@ -76,19 +82,36 @@ func Serve(ctx context.Context, addr string, m *Metrics, ready func() error, pro
 		<-ctx.Done()
 		return nil
 	}
+	ln, err := Listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return ServeListener(ctx, ln, m, ready, profiling, log)
+}
+
+// Listen opens the endpoint's listener on addr, for a caller that binds it apart from
+// serving it (`kube-cdc run` binds an address another process holds only once it may
+// stream). An address in use is an error that wraps syscall.EADDRINUSE.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// ServeListener is Serve on a listener already open (Listen); it closes ln.
+func ServeListener(ctx context.Context, ln net.Listener, m *Metrics, ready func() error, profiling bool, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
-	}
+	addr := ln.Addr().String()
 	srv := &http.Server{
 		Handler:           Mux(m, ready, profiling),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("serving /metrics, /healthz and /readyz", "address", ln.Addr().String())
+	log.Info("serving /metrics, /healthz and /readyz", "address", addr)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -24,7 +24,7 @@ type cursor struct {
 	sink     Sink
 	res      change.Resource
 	owns     func(change.Key) bool
-	lookup   func(context.Context, map[change.Key]change.Entry) (map[change.Key]string, error)
+	lookup   func(context.Context, map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
@@ -60,6 +60,11 @@ type cursor struct {
 
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
+	// Readiness: live is set once the stream is established (change.Established) and
+	// everything it emitted before is committed; liveAt is, until then, the checkpoint
+	// whose commit makes it so (0: not established yet).
+	live   atomic.Bool
+	liveAt atomic.Uint64
 
 	// Requested relists (resync.go): the rounds the relist under way answers, what it
 	// listed, wrote and found (drift.go), and the report to make once its last batch
@@ -190,6 +195,8 @@ func (c *cursor) handle(ev change.Event) error {
 		}
 		c.add(ev.Change)
 		c.pending = ev.Change.RV
+	case change.Established:
+		c.establish()
 	case change.Progress:
 		if ev.RV > c.pending {
 			if len(c.batch) == 0 {
@@ -234,6 +241,19 @@ func (c *cursor) handle(ev change.Event) error {
 		return c.flush()
 	}
 	return nil
+}
+
+// establish records that the stream is established: the cursor is live (ready) once
+// what was handled before is committed.
+func (c *cursor) establish() {
+	if c.live.Load() {
+		return
+	}
+	if !c.dirty() && c.inflight == nil && c.committed > 0 {
+		c.live.Store(true)
+		return
+	}
+	c.liveAt.Store(uint64(max(c.pending, 1)))
 }
 
 // loadEpoch reads the epoch of the sink's checkpoint, when the sink keeps one.
@@ -356,10 +376,12 @@ func (c *cursor) reconcile(ch change.Change) {
 
 // reconcileEnd ends the reconcile diff at the LIST's RV and moves the checkpoint to it.
 // Each key the sink holds (and this target owns) that the LIST did not show is looked up
-// in the cluster (Target.Lookup) and becomes an inferred delete at the LIST's RV when its
-// object is gone or no configured scope covers it any more; an object that exists in some
-// scope (another scope's, or this one's since the LIST) is left to the streams of those
-// scopes. When the lookup fails nothing is tombstoned: the next relist looks again.
+// in the cluster (Target.Lookup) and becomes an inferred delete of the held uid when its
+// object is gone, in no configured scope any more, or replaced by another uid (deleted
+// and created again around the LIST: ReasonRecreated); an object with the held uid that
+// exists in some scope (another scope's, or this one's since the LIST) is left to the
+// streams of those scopes. When the lookup fails nothing is tombstoned: the next relist
+// looks again.
 func (c *cursor) reconcileEnd(listRV change.RV) {
 	if c.index == nil {
 		return
@@ -383,14 +405,15 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	}
 	now := c.p.opts.Clock.Now()
 	for k, e := range left {
-		reason := change.ReasonGone
+		reason, rv := change.ReasonGone, listRV
 		if found != nil {
-			var ok bool
-			if reason, ok = found[k]; !ok {
-				continue // it exists in some scope: that scope streams it
+			p, ok := found[k]
+			if reason = p.End(e.UID); !ok || reason == "" {
+				continue // it exists in some scope (that scope streams it), or the lookup did not say
 			}
+			rv = c.endRV(listRV, e, p)
 		}
-		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: listRV,
+		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: rv,
 			Op: change.OpDelete, Inferred: true, Reason: reason, ObservedAt: now})
 		c.stats.deleted++
 		if reason == change.ReasonGone && len(c.rounds) > 0 && c.relistFrom > 0 && !c.travelled {
@@ -399,12 +422,27 @@ func (c *cursor) reconcileEnd(listRV change.RV) {
 	}
 }
 
+// endRV is the RV of the inferred delete of held, which the LIST at listRV did not show
+// and under whose key the cluster holds p: the LIST's RV, except when another uid lives
+// under the key in another scope than this target's. That scope's stream may have written
+// the new object at an RV at or below the LIST's, which a delete at the LIST's RV would
+// bury; the delete goes just above the held version instead (the held object was deleted
+// after it and before the new one was created, so per key the RVs still grow). A new
+// object in this target's scope reaches its stream after the LIST (above listRV), so the
+// LIST's RV orders the delete before its create.
+func (c *cursor) endRV(listRV change.RV, held change.Entry, p change.Presence) change.RV {
+	if p.UID == "" || p.UID == held.UID || !p.InScope || p.Here || held.Epoch != c.epoch || held.RV+1 >= listRV {
+		return listRV
+	}
+	return held.RV + 1
+}
+
 // lookUpAttempts bounds the lookup's retries: a relist must not stall on it.
 const lookUpAttempts = 3
 
 // lookUp calls Target.Lookup for held, retrying a failure a few times with backoff; a
 // nil map and nil error when the target has no Lookup (every key is gone).
-func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]string, error) {
+func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 	if c.lookup == nil {
 		return nil, nil
 	}
@@ -419,7 +457,7 @@ func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]string
 				return nil, c.writeCtx.Err()
 			}
 		}
-		var found map[change.Key]string
+		var found map[change.Key]change.Presence
 		if found, err = c.lookup(c.writeCtx, held); err == nil {
 			return found, nil
 		}
@@ -552,6 +590,9 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 			return fmt.Errorf("sink %s: forget stale scopes of %s: %w", c.sink.Name(), c.res.ID(), err)
 		}
 		c.forget = nil
+	}
+	if at := c.liveAt.Load(); at != 0 && uint64(c.committed) >= at && !relisting {
+		c.live.Store(true)
 	}
 	if c.committed > 0 && !relisting {
 		c.synced.Store(true)

@@ -129,9 +129,10 @@ func (f streamFunc) Run(ctx context.Context, from change.RV, emit func(context.C
 	return f(ctx, from, emit)
 }
 
-// emitThen emits evs, then returns err (or, with a nil err, waits for ctx).
+// emitThen emits evs, then returns err (or, with a nil err, says the stream is
+// established and waits for ctx).
 func emitThen(err error, evs ...change.Event) func(context.Context, change.RV, func(context.Context, change.Event) error) error {
-	return func(ctx context.Context, _ change.RV, emit func(context.Context, change.Event) error) error {
+	return func(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 		for _, ev := range evs {
 			if emit(ctx, ev) != nil {
 				return nil
@@ -139,6 +140,9 @@ func emitThen(err error, evs ...change.Event) func(context.Context, change.RV, f
 		}
 		if err != nil {
 			return err
+		}
+		if emit(ctx, change.Event{Type: change.Established, RV: from}) != nil {
+			return nil
 		}
 		<-ctx.Done()
 		return nil
@@ -217,7 +221,10 @@ func TestAFaultOfOneResourceDegradesItAloneAndItResumesFromItsCheckpointLosingNo
 	// ConfigMaps stream whatever the test sends, all along.
 	cmEvents := make(chan change.Event)
 	cmStream := func() Streamer {
-		return streamFunc(func(ctx context.Context, _ change.RV, emit func(context.Context, change.Event) error) error {
+		return streamFunc(func(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
+			if emit(ctx, change.Event{Type: change.Established, RV: from}) != nil {
+				return nil
+			}
 			for {
 				select {
 				case <-ctx.Done():
@@ -393,8 +400,11 @@ func TestAResourceNotServedAtStartWaitsAndIsStreamedAsServedOnceItIs(t *testing.
 type acceptingStream struct{ accepted func() }
 
 func (s *acceptingStream) NotifyAccepted(f func()) { s.accepted = f }
-func (s *acceptingStream) Run(ctx context.Context, _ change.RV, _ func(context.Context, change.Event) error) error {
+func (s *acceptingStream) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 	s.accepted()
+	if emit(ctx, change.Event{Type: change.Established, RV: from}) != nil {
+		return nil
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -41,6 +41,10 @@
 //     forbids writing (a lost lease): then writes stop at once, and what was not written
 //     is read again, from the checkpoint, by whoever streams next.
 //
+// Readiness (Pipeline.Ready): a cursor is live once its stream says it is established
+// (change.Established: the watch from the point the stream started proved good) and what
+// the stream delivered before is committed; a checkpoint alone is not enough.
+//
 // The key index is loaded from the sink for the duration of a relist only: steady state
 // keeps no per-object state in memory at all.
 package pipeline

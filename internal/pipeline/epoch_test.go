@@ -165,6 +165,32 @@ func TestARelistBelowTheCheckpointStartsANewEpochWhoseVersionsReplaceTheSinks(t 
 	}
 }
 
+// Issue 24: the same restore when no listed object went back (each is at or past what the
+// sink holds), so that only the LIST's RV below the checkpoint reveals it. Without the
+// check the relist stays in epoch 0: lost's tombstone at 50 is below the 95 the sink
+// holds and is dropped by the guard (lost stays alive), the watch's new@55 is dropped as
+// already held (below the checkpoint), and the checkpoint sticks at 100.
+func TestARestoreRevealedOnlyByTheListsRVBelowTheCheckpointStillConverges(t *testing.T) {
+	s := &epochSink{ckpt: 100, objects: map[change.Key]change.Change{}}
+	s.hold("lost", "u-l", 95) // created after the backup: gone
+	s.hold("same", "u-s", 60) // untouched since the backup
+	runEpochs(t, s, []change.Event{
+		{Type: change.RelistBegin},
+		listedAt(50, obj("same", "u-s", 60)),
+		listedAt(50, obj("new", "u-n", 45)),
+		{Type: change.RelistEnd, RV: 50},
+		watched(change.OpUpdate, obj("new", "u-n", 55)),
+	})
+	objects, _ := s.state()
+	wantObjects := []string{"lost delete u-l@1/50", "new update u-n@1/55", "same update u-s@1/60"}
+	if !slices.Equal(objects, wantObjects) {
+		t.Errorf("the sink holds\n  %s\nwant\n  %s", strings.Join(objects, "\n  "), strings.Join(wantObjects, "\n  "))
+	}
+	if s.epoch != 1 || s.ckpt != 55 {
+		t.Errorf("checkpoint %d in epoch %d, want 55 in epoch 1", s.ckpt, s.epoch)
+	}
+}
+
 // A LIST at or past the checkpoint that shows an object older than the version the sink
 // holds is a time travel too (a restore to a backup older than that version, when the
 // cluster's RVs have meanwhile grown past the checkpoint). The epoch goes on from the

@@ -33,13 +33,13 @@ type Target struct {
 	// held key is examined by some relist. Nil: every key of the resource.
 	Owns func(change.Key) bool
 	// Lookup asks the cluster, once per relist, about the keys the sink holds (and this
-	// target owns) that the LIST did not show. It returns the keys to tombstone, each
-	// with its reason: change.ReasonGone (no object with the held uid) or
-	// change.ReasonOutOfScope (the object exists, but no configured scope of the resource
-	// covers it). A key it leaves out exists in some scope (another scope's, or this one's
-	// since the LIST) and is left to that scope's stream. Nil: every such key is gone
-	// (right for a resource configured once, without selectors).
-	Lookup func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error)
+	// target owns) that the LIST did not show: what each holds now (change.Presence). The
+	// cursor tombstones, with the reason change.Presence.End gives, a key whose held
+	// object is gone, out of every scope, or replaced by another uid; a key whose held
+	// object exists in some scope (another scope's, or this one's since the LIST) is left
+	// to that scope's stream. Nil: every such key is gone (right for a resource
+	// configured once, without selectors).
+	Lookup func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
 	// Sweeps marks the one target of its resource whose relist also examines keys no
 	// target's namespaces cover (see Owns); a sink that holds checkpoints of scopes of the
 	// resource that no target has (ScopeKeeper) is relisted by it and then forgets them.
@@ -231,9 +231,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// Ready reports nil once every resource has been synced into every sink and the last
-// write of each succeeded. Otherwise it names every degraded resource with its reason,
-// or else the first resource not synced yet.
+// Ready reports nil once every resource's stream into every sink is live and the last
+// write of each succeeded: its watch was accepted from the point the stream started
+// (the checkpoint it resumed, or the LIST's RV once its relist was written) and what the
+// stream emitted before that is committed. Otherwise it names every degraded resource
+// with its reason, or else the first resource not live yet.
 func (p *Pipeline) Ready() error {
 	var degraded []string
 	var notReady error
@@ -249,6 +251,10 @@ func (p *Pipeline) Ready() error {
 			for _, c := range st.cursors {
 				if !c.synced.Load() {
 					notReady = fmt.Errorf("sink %s: %s not synced yet", c.sink.Name(), c.res.ID())
+					break
+				}
+				if !c.live.Load() {
+					notReady = fmt.Errorf("sink %s: %s: the stream has not resumed from its checkpoint yet", c.sink.Name(), c.res.ID())
 					break
 				}
 				if err := c.lastErr.Load(); err != nil {

@@ -84,14 +84,15 @@ func (s *memSink) snapshot() ([]change.Change, change.RV) {
 	return append([]change.Change(nil), s.log...), s.ckpt
 }
 
-// script is a Streamer that emits fixed events, then waits for ctx.
+// script is a Streamer that emits fixed events, says it is established (as a watch that
+// went on), then waits for ctx.
 type script struct {
 	events func(from change.RV) []change.Event
 	done   chan struct{}
 }
 
 func (s *script) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
-	for _, ev := range s.events(from) {
+	for _, ev := range append(s.events(from), change.Event{Type: change.Established, RV: from}) {
 		if err := emit(ctx, ev); err != nil {
 			return nil
 		}
@@ -465,15 +466,16 @@ func TestTheReconcileDiffTombstonesOnlyWhatTheLookupSaysIsGoneOrOutOfScope(t *te
 			var asked []string
 			p := New(Options{MaxWait: time.Millisecond, Backoff: retry.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, []Sink{s}, []Target{{
 				Resource: cms,
-				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error) {
+				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 					for k := range held {
 						asked = append(asked, k.Name)
 					}
 					if failing {
 						return nil, errors.New("apiserver unavailable")
 					}
-					return map[change.Key]string{{Namespace: "ns", Name: "gone"}: change.ReasonGone,
-						{Namespace: "ns", Name: "out"}: change.ReasonOutOfScope}, nil
+					return map[change.Key]change.Presence{{Namespace: "ns", Name: "gone"}: {},
+						{Namespace: "ns", Name: "out"}:       {UID: "u-out"},
+						{Namespace: "ns", Name: "elsewhere"}: {UID: "u-elsewhere", InScope: true}}, nil
 				},
 				NewStream: func() Streamer {
 					return &script{done: done, events: func(change.RV) []change.Event {

@@ -25,7 +25,7 @@ func TestARelistThatFindsANewUIDUnderAKeyDeletesTheOldUIDBeforeCreatingTheNewOne
 	var asked []string
 	p := New(Options{MaxWait: time.Millisecond, BatchSize: 1}, []Sink{s}, []Target{{
 		Resource: cms,
-		Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error) {
+		Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 			for k := range held {
 				asked = append(asked, k.Name)
 			}
@@ -91,5 +91,87 @@ func TestTheInferredDeleteOfARecreatedObjectIsBetweenTheHeldAndTheNewRV(t *testi
 		if !d.Time.Equal(next.Time) {
 			t.Errorf("delete at time %v, want the new object's %v (not after its create; the same on a re-emit)", d.Time, next.Time)
 		}
+	}
+}
+
+// Issue 24: an object deleted before a relist's LIST and created again (a new uid) before
+// the relist ends is in neither the LIST nor the key index's leftovers as "gone": the
+// lookup at the end of the relist finds an object under the key, in this target's scope.
+// It used to be taken as the held object still alive, and the old uid never got a delete.
+// Its inferred delete (reason recreated) must be written at the LIST's RV, before the
+// watch's create of the new uid; so the sink shows the new uid, and a uid-keyed consumer
+// learns that the old object ended.
+func TestAKeyRecreatedDuringARelistGetsTheOldUIDsDeleteBeforeTheNewUIDsCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		presence change.Presence
+		deleteRV change.RV
+	}{
+		// The new object is in this target's scope: its stream writes it after the LIST
+		// (above the LIST's RV), so the delete goes at the LIST's RV.
+		{"in this scope", change.Presence{UID: "u-new", InScope: true, Here: true}, 30},
+		// In another scope only: that scope may have written it below the LIST's RV, so
+		// the delete goes just above the held version, where it buries nothing.
+		{"in another scope", change.Presence{UID: "u-new", InScope: true}, 11},
+		// In no scope: the key holds nothing of ours; gone at the LIST's RV.
+		{"in no scope", change.Presence{UID: "u-new"}, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMemSink("pg")
+			key := change.Key{Namespace: "ns", Name: "cm-00"}
+			s.objects[key] = change.Entry{UID: "u-old", RV: 10}
+			s.objects[change.Key{Namespace: "ns", Name: "kept"}] = change.Entry{UID: "u-kept", RV: 12}
+			done := make(chan struct{})
+			p := New(Options{MaxWait: time.Millisecond}, []Sink{s}, []Target{{
+				Resource: cms,
+				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+					out := map[change.Key]change.Presence{}
+					for k := range held {
+						if k == key {
+							out[k] = tc.presence
+						}
+					}
+					return out, nil
+				},
+				NewStream: func() Streamer {
+					return &script{done: done, events: func(change.RV) []change.Event {
+						evs := []change.Event{
+							{Type: change.RelistBegin},
+							listed(obj("kept", "u-kept", 12)),
+							{Type: change.RelistEnd, RV: 30},
+						}
+						if tc.presence.Here {
+							evs = append(evs, watched(change.OpCreate, obj("cm-00", "u-new", 33)))
+						}
+						return evs
+					}}
+				},
+			}})
+			stop := startRun(p)
+			<-done
+			waitFor(t, func() bool { _, ck := s.snapshot(); return ck >= 30 })
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			log, _ := s.snapshot()
+			var got []string
+			for _, c := range log {
+				got = append(got, fmt.Sprintf("%s %s uid=%s rv=%d inferred=%v reason=%s", c.Key.Name, c.Op, c.UID, c.RV, c.Inferred, c.Reason))
+			}
+			reason := change.ReasonRecreated
+			if !tc.presence.InScope {
+				reason = change.ReasonGone
+			}
+			want := []string{fmt.Sprintf("cm-00 delete uid=u-old rv=%d inferred=true reason=%s", tc.deleteRV, reason)}
+			if tc.presence.Here {
+				want = append(want, "cm-00 create uid=u-new rv=33 inferred=false reason=")
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("changes:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+			if e, ok := s.objects[key]; tc.presence.Here && e.UID != "u-new" || !tc.presence.Here && ok {
+				t.Errorf("the sink holds %+v (present %v) under ns/cm-00; want the new uid when this scope streams it, else nothing", e, ok)
+			}
+		})
 	}
 }

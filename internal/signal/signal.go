@@ -174,16 +174,23 @@ func resultOf(cm *corev1.ConfigMap, id string) (Result, bool) {
 
 // watchConfigMap calls f with ns/name whenever it changes (and once at start, when it
 // exists) until f says done, f fails or ctx ends (nil then).
+//
+// The informer's requests do not end with ctx but after UntilWithSync returns, which is
+// after its informer has stopped: the reflector stops its watch itself, as a clean stop.
+// A watch whose request ctx cancelled first ended with an error the reflector logged as
+// "Warning: watch ended with error … context canceled" on every SIGTERM.
 func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string, f func(*corev1.ConfigMap) (bool, error)) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return cs.CoreV1().ConfigMaps(ns).List(ctx, o)
+			return cs.CoreV1().ConfigMaps(ns).List(reqCtx, o)
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return cs.CoreV1().ConfigMaps(ns).Watch(ctx, o)
+			return cs.CoreV1().ConfigMaps(ns).Watch(reqCtx, o)
 		},
 	}
 	var ferr error

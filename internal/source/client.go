@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path"
@@ -78,6 +79,19 @@ func NewClients(cfg *rest.Config, opts ClientOptions) (*Clients, error) {
 		return nil, fmt.Errorf("watch client: %w", err)
 	}
 	return &Clients{list: list, watch: watch, Discovery: disc}, nil
+}
+
+// do sends req and returns the response's body, or the apiserver's error as a
+// *StatusError: its reason (apierrors.IsForbidden …) and its message, which names the
+// user, the verb and the resource refused. Result.Raw alone would hide both behind the
+// generic "unknown" client-go makes of a JSON error body.
+func do(ctx context.Context, req *rest.Request) ([]byte, error) {
+	result := req.Do(ctx)
+	body, err := result.Raw()
+	if err != nil {
+		return nil, result.Error()
+	}
+	return body, nil
 }
 
 // collectionPath is the URL path of a resource's collection, in one namespace or all.

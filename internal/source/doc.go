@@ -41,5 +41,11 @@
 //     retry.Terminal: the pipeline degrades that resource alone and starts it again
 //     later with backoff; the other resources stream on.
 //
+// Access (access.go): ReviewAccess asks the apiserver (SelfSubjectAccessReviews) whether a
+// target may be listed and watched where its stream reads it, for `kube-cdc check` and
+// run's start; AccessCheck asks it periodically while streaming, because the apiserver
+// asks RBAC only when a watch opens, and a permission revoked under an open watch would
+// otherwise show only at the next re-watch, minutes later.
+//
 // This is the only package that imports client-go.
 package source

@@ -224,8 +224,8 @@ func TestANameACRDCouldServeWaitsForItAndIsResolvedOnceItIsCreated(t *testing.T)
 		t.Errorf("Target(gadgets) = %+v, want it resolved", tg)
 	}
 	// The lookups of the reconcile diff read through the version served now.
-	verdicts, err := scopes.Lookup(e.ctx, map[change.Key]change.Entry{{Namespace: e.ns, Name: "gone"}: {UID: "x"}})
-	if err != nil || verdicts[change.Key{Namespace: e.ns, Name: "gone"}] != change.ReasonGone {
+	verdicts, err := scopes.Lookup(e.ctx, tg, map[change.Key]change.Entry{{Namespace: e.ns, Name: "gone"}: {UID: "x"}})
+	if err != nil || verdicts[change.Key{Namespace: e.ns, Name: "gone"}].End("x") != change.ReasonGone {
 		t.Errorf("lookup through the resolved Scopes: %v, %v; want gone", verdicts, err)
 	}
 	r := e.run(e.stream(tg), 0, nil)

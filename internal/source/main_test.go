@@ -222,10 +222,12 @@ type recorder struct {
 	onEmit func(change.Event)
 
 	mu     sync.Mutex
-	events []change.Event
-	err    error         // Run's result, once done is closed
-	notify chan struct{} // a token after every event
-	done   chan struct{} // closed when Run returns
+	events []change.Event // every event but Established
+	// established is, for each Established event, the index in events it came before.
+	established []int
+	err         error         // Run's result, once done is closed
+	notify      chan struct{} // a token after every event
+	done        chan struct{} // closed when Run returns
 }
 
 func (r *recorder) init() {
@@ -235,7 +237,11 @@ func (r *recorder) init() {
 
 func (r *recorder) emit(_ context.Context, ev change.Event) error {
 	r.mu.Lock()
-	r.events = append(r.events, ev)
+	if ev.Type == change.Established {
+		r.established = append(r.established, len(r.events))
+	} else {
+		r.events = append(r.events, ev)
+	}
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:
@@ -245,6 +251,25 @@ func (r *recorder) emit(_ context.Context, ev change.Event) error {
 		r.onEmit(ev)
 	}
 	return nil
+}
+
+// waitEstablished waits for the stream's first Established event and returns the index
+// of the event it came before.
+func (r *recorder) waitEstablished(e *env) int {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		est := slices.Clone(r.established)
+		r.mu.Unlock()
+		if len(est) > 0 {
+			return est[0]
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the stream was not established within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (r *recorder) snapshot() []change.Event {

@@ -53,10 +53,10 @@ func (r *Resolution) Target(i int) (Target, *Scopes) {
 
 // Lookup is target i's pipeline.Target.Lookup: Scopes.Lookup of its resource as
 // resolved at the time of the call.
-func (r *Resolution) Lookup(i int) func(context.Context, map[change.Key]change.Entry) (map[change.Key]string, error) {
-	return func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error) {
-		_, s := r.Target(i)
-		return s.Lookup(ctx, held)
+func (r *Resolution) Lookup(i int) func(context.Context, map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+	return func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+		t, s := r.Target(i)
+		return s.Lookup(ctx, t, held)
 	}
 }
 

@@ -143,33 +143,39 @@ type found struct {
 	labels labels.Set
 }
 
-// Lookup (pipeline.Target.Lookup) returns, of the held keys, those to tombstone with
-// their reason: change.ReasonGone when the cluster has no object with the held uid under
-// the key, change.ReasonOutOfScope when it has it but no scope covers it. Keys whose
-// object is in some scope are left out, whatever its uid: that scope writes it (a new
-// uid replaces the row), whereas a tombstone at this LIST's RV could stand above the new
-// object's RV. Keys in a namespace no scope covers that the apiserver forbids reading are
-// out of scope whether or not they exist.
-func (s *Scopes) Lookup(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]string, error) {
-	return s.verdicts(ctx, held, false)
+// Lookup (pipeline.Target.Lookup of target t) tells, of each held key, what the cluster
+// holds under it now: the object's uid, whether some scope of the resource covers it, and
+// whether t's own scope does. The pipeline decides from that (change.Presence.End) which
+// keys to tombstone and at which RV. Keys in a namespace no scope covers that the
+// apiserver forbids reading are Unreadable, whether or not they exist.
+func (s *Scopes) Lookup(ctx context.Context, t Target, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+	return s.presence(ctx, &t, held)
 }
 
 // Verdict is Lookup for one key of a watch's DELETED event (uid is the event's): ""
 // when the object is in some scope (it left this scope for another, or came back), else
-// the reason. An object under the key with another uid means this one was deleted
-// (ReasonGone): its delete precedes the new object's create, so it is recorded.
+// the reason (change.Presence.End). An object under the key with another uid means this
+// one was deleted (ReasonGone): its delete precedes the new object's create, so it is
+// recorded.
 func (s *Scopes) Verdict(ctx context.Context, k change.Key, uid string) (string, error) {
-	v, err := s.verdicts(ctx, map[change.Key]change.Entry{k: {UID: uid}}, true)
-	return v[k], err
+	p, err := s.presence(ctx, nil, map[change.Key]change.Entry{k: {UID: uid}})
+	if err != nil {
+		return "", err
+	}
+	if v := p[k].End(uid); v != change.ReasonRecreated {
+		return v, nil
+	}
+	return change.ReasonGone, nil // the event is the delete, observed: the object is gone
 }
 
-func (s *Scopes) verdicts(ctx context.Context, held map[change.Key]change.Entry, sameUID bool) (map[change.Key]string, error) {
+// presence looks up held in the cluster; Here is told for t's scope (never when t is nil).
+func (s *Scopes) presence(ctx context.Context, t *Target, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+	out := make(map[change.Key]change.Presence, len(held))
 	if s.everything() {
 		// One scope of the whole resource: what it did not list is gone (an object created
 		// since the LIST comes back with its watch event, above the tombstone's RV).
-		out := make(map[change.Key]string, len(held))
 		for k := range held {
-			out[k] = change.ReasonGone
+			out[k] = change.Presence{}
 		}
 		return out, nil
 	}
@@ -181,34 +187,28 @@ func (s *Scopes) verdicts(ctx context.Context, held map[change.Key]change.Entry,
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[change.Key]string)
-	for k, e := range held {
+	for k := range held {
 		if forbidden[k.Namespace] {
-			out[k] = change.ReasonOutOfScope
+			out[k] = change.Presence{Unreadable: true}
 			continue
 		}
 		o, ok := objs[k]
-		if !ok || sameUID && o.uid != e.UID {
-			out[k] = change.ReasonGone
+		if !ok {
+			out[k] = change.Presence{}
 			continue
 		}
-		in, err := s.inScope(ctx, k, o)
+		in, here, err := s.inScope(ctx, t, k, o)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case in:
-		case o.uid == e.UID:
-			out[k] = change.ReasonOutOfScope
-		default:
-			out[k] = change.ReasonGone // a new object under the key, in no scope
-		}
+		out[k] = change.Presence{UID: o.uid, InScope: in, Here: here}
 	}
 	return out, nil
 }
 
-// inScope reports whether any scope covers the object o under k.
-func (s *Scopes) inScope(ctx context.Context, k change.Key, o found) (bool, error) {
+// inScope reports whether any scope covers the object o under k, and whether t's does
+// (never when t is nil).
+func (s *Scopes) inScope(ctx context.Context, t *Target, k change.Key, o found) (in, here bool, err error) {
 	var ask []compiledScope
 	for _, cs := range s.scopes {
 		if len(cs.t.Namespaces) > 0 && !slices.Contains(cs.t.Namespaces, k.Namespace) {
@@ -217,21 +217,31 @@ func (s *Scopes) inScope(ctx context.Context, k change.Key, o found) (bool, erro
 		if !cs.labels.Matches(o.labels) || !matchLocal(cs.local, k) {
 			continue
 		}
-		if !cs.serverSide {
-			return true, nil
+		if cs.serverSide {
+			ask = append(ask, cs)
+			continue
 		}
-		ask = append(ask, cs)
+		in = true
+		if t != nil && cs.t.Resource.Scope == t.Resource.Scope {
+			return true, true, nil
+		}
 	}
 	for _, cs := range ask {
+		if in && (t == nil || cs.t.Resource.Scope != t.Resource.Scope) {
+			continue // nothing more to learn from this scope
+		}
 		got, err := s.listByName(ctx, k, cs.t.LabelSelector, cs.t.FieldSelector)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if g, ok := got[k]; ok && g.uid == o.uid {
-			return true, nil
+			in = true
+			if t != nil && cs.t.Resource.Scope == t.Resource.Scope {
+				return true, true, nil
+			}
 		}
 	}
-	return false, nil
+	return in, false, nil
 }
 
 func matchLocal(reqs []fields.Requirement, k change.Key) bool {

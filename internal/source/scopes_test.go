@@ -64,10 +64,11 @@ func TestScopesTellGoneOutOfScopeAndAnotherScopesObjectsApart(t *testing.T) {
 		key("deleted"):                           change.ReasonGone,
 		{Namespace: other, Name: "unconfigured"}: change.ReasonGone,
 	}
-	got, err := scopes[0].Lookup(e.ctx, held)
+	found, err := scopes[0].Lookup(e.ctx, targets[0], held)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := ends(found, held)
 	if !maps.Equal(got, want) {
 		t.Errorf("Lookup = %v, want %v", got, want)
 	}
@@ -79,9 +80,10 @@ func TestScopesTellGoneOutOfScopeAndAnotherScopesObjectsApart(t *testing.T) {
 		held[key(name)] = change.Entry{UID: uid[name]}
 		want[key(name)] = change.ReasonOutOfScope
 	}
-	if got, err = scopes[0].Lookup(e.ctx, held); err != nil {
+	if found, err = scopes[0].Lookup(e.ctx, targets[0], held); err != nil {
 		t.Fatal(err)
 	}
+	got = ends(found, held)
 	if !maps.Equal(got, want) {
 		t.Errorf("Lookup of many keys = %v, want %v", got, want)
 	}
@@ -95,6 +97,29 @@ func TestScopesTellGoneOutOfScopeAndAnotherScopesObjectsApart(t *testing.T) {
 		t.Errorf("Verdict(labelled, another uid) = %q, %v; want gone", v, err)
 	}
 
+	// A held uid replaced by another object in some scope (deleted and created again
+	// around a relist's LIST): the lookup says which scope streams the new one, and the
+	// pipeline tombstones the old uid as recreated (issue 24).
+	for _, tc := range []struct {
+		name   string
+		target int
+		want   change.Presence
+	}{
+		{"labelled", 0, change.Presence{UID: uid["labelled"], InScope: true, Here: true}},
+		{"labelled", 1, change.Presence{UID: uid["labelled"], InScope: true}},
+		{"typed", 1, change.Presence{UID: uid["typed"], InScope: true, Here: true}},
+		{"typed", 0, change.Presence{UID: uid["typed"], InScope: true}},
+	} {
+		found, err := scopes[0].Lookup(e.ctx, targets[tc.target], map[change.Key]change.Entry{key(tc.name): {UID: "an-older-uid"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := found[key(tc.name)]; got != tc.want || got.End("an-older-uid") != change.ReasonRecreated {
+			t.Errorf("Lookup(%s under another uid) from target %d = %+v (ends %q), want %+v (recreated)",
+				tc.name, tc.target, got, got.End("an-older-uid"), tc.want)
+		}
+	}
+
 	// The first target sweeps the namespaces no target covers; the second does not.
 	if own := scopes[0].Owns(targets[0]); !own(change.Key{Namespace: other, Name: "x"}) || !own(key("x")) {
 		t.Error("the sweeping target does not own an unconfigured namespace's keys")
@@ -102,6 +127,18 @@ func TestScopesTellGoneOutOfScopeAndAnotherScopesObjectsApart(t *testing.T) {
 	if own := scopes[1].Owns(targets[1]); own(change.Key{Namespace: other, Name: "x"}) || !own(key("x")) {
 		t.Error("the second target owns an unconfigured namespace's keys, or not its own")
 	}
+}
+
+// ends is the reason each held key's object ends with, as the pipeline reads a lookup
+// (change.Presence.End); keys whose object lives on in some scope are left out.
+func ends(found map[change.Key]change.Presence, held map[change.Key]change.Entry) map[change.Key]string {
+	out := map[change.Key]string{}
+	for k, p := range found {
+		if r := p.End(held[k].UID); r != "" {
+			out[k] = r
+		}
+	}
+	return out
 }
 
 // A watch under a selector turns a DELETED event into a tombstone only once the scopes

@@ -34,6 +34,9 @@ func TestA410OnTheLiveWatchRelistsAndTheWatchGoesOn(t *testing.T) {
 	if evs[0].Type != change.Changed {
 		t.Errorf("first event %s, want b's create (a watch from the given RV, no relist)", evs[0].Type)
 	}
+	if est := r.waitEstablished(e); est != 0 {
+		t.Errorf("established before event %d, want before the first (the watch from the given RV was good)", est)
+	}
 	if got := count(evs, change.RelistBegin); got != 1 {
 		t.Errorf("%d relists, want 1", got)
 	}
@@ -68,6 +71,13 @@ func TestAStartFromAResourceVersionThatIsTooOldRelistsFirst(t *testing.T) {
 	evs := r.waitFor(e, "the relist", relistEnded(1))
 	if got := describe(evs); !strings.HasPrefix(got, "relist-begin; listed "+e.ns+"/a@") || count(evs, change.Listed) != 1 {
 		t.Errorf("events %s, want a relist of a alone before anything else", got)
+	}
+	// The watch from the too-old RV was accepted, then answered 410: the stream was not
+	// established by it (issue 24, readiness), only by the watch after the relist.
+	end := slices.IndexFunc(evs, func(ev change.Event) bool { return ev.Type == change.RelistEnd })
+	est := r.waitEstablished(e)
+	if est <= end {
+		t.Errorf("established before event %d, want only after the relist's end (event %d): %s", est, end, describe(evs))
 	}
 	if w := e.requests.watches("configmaps"); len(w) == 0 || w[0].Query.Get("resourceVersion") != from.String() {
 		t.Errorf("the stream did not try a watch from RV %d first", from)

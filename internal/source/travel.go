@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/tidwall/gjson"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -59,7 +60,7 @@ func serverRV(ctx context.Context, c *Clients, t Target, ns string, log *slog.Lo
 	if t.FieldSelector != "" {
 		req = req.Param("fieldSelector", t.FieldSelector)
 	}
-	body, err := req.Do(ctx).Raw()
+	body, err := do(ctx, req)
 	if err != nil {
 		return 0, fmt.Errorf("resource %s: read the server's resource version: %w", t.Resource.ID(), err)
 	}
@@ -95,7 +96,7 @@ const currentLine = "asked the server for the newest object the sink holds"
 func (s *Scopes) Current(ctx context.Context, k change.Key) (change.Entry, bool, error) {
 	req := s.clients.list.Get().AbsPath(collectionPath(s.res, k.Namespace)).
 		Param("limit", "1").Param("fieldSelector", "metadata.name="+k.Name)
-	body, err := req.Do(ctx).Raw()
+	body, err := do(ctx, req)
 	if err != nil {
 		return change.Entry{}, false, fmt.Errorf("resource %s: read %s: %w", s.res.ID(), k, err)
 	}
@@ -118,10 +119,16 @@ func (s *Scopes) Current(ctx context.Context, k change.Key) (change.Entry, bool,
 // the same name does not. It LISTs namespaces narrowed to kube-system (list is the verb
 // kube-cdc is granted). "" and the error when it cannot read it (a user without list on
 // namespaces): the caller then goes on without the check.
+//
+// A refusal names the permission missing, as `kube-cdc check` does: forbidden, list on
+// namespaces (cluster-wide), with the apiserver's message (which names the user).
 func ClusterIdentity(ctx context.Context, c *Clients) (string, error) {
-	body, err := c.list.Get().AbsPath("/api/v1/namespaces").
-		Param("limit", "1").Param("fieldSelector", "metadata.name=kube-system").Do(ctx).Raw()
-	if err != nil {
+	body, err := do(ctx, c.list.Get().AbsPath("/api/v1/namespaces").
+		Param("limit", "1").Param("fieldSelector", "metadata.name=kube-system"))
+	switch {
+	case apierrors.IsForbidden(err):
+		return "", fmt.Errorf("read the kube-system namespace: forbidden: list namespaces (cluster-wide) not allowed: %w", err)
+	case err != nil:
 		return "", fmt.Errorf("read the kube-system namespace: %w", err)
 	}
 	return gjson.GetBytes(body, "items.0.metadata.uid").Str, nil

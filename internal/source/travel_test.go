@@ -1,10 +1,16 @@
 package source_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
 // Time travel (issue 12): after an etcd restore the checkpoint is ahead of the server. A
@@ -29,5 +35,41 @@ func TestAStreamFromAnRVTheServerHasNotReachedRelistsInsteadOfWaiting(t *testing
 		if parseRV(t, w.Query.Get("resourceVersion")) >= future {
 			t.Errorf("a watch was opened from the future RV %s", w.Query.Get("resourceVersion"))
 		}
+	}
+}
+
+// Issue 24 (3.1): the cluster's identity read by a user who may not list namespaces used to
+// fail as "read the kube-system namespace: unknown" — the apiserver's Status hidden behind
+// the generic error client-go makes of a JSON error body. The refusal must be a Forbidden
+// error that names the permission missing and the user refused.
+func TestTheClusterIdentityOfAUserWhoMayNotListNamespacesIsForbiddenAndNamesThePermission(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}}
+	cfg, _, err := e.kube.RestrictedUser(e.ctx, "identity-no-namespaces", rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, err := source.ClusterIdentity(e.ctx, e.clientsFor(cfg, e.requests))
+	if err == nil {
+		t.Fatalf("read the cluster identity %q without list on namespaces", uid)
+	}
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("error %q is no Forbidden error", err)
+	}
+	for _, want := range []string{"forbidden", "list namespaces (cluster-wide) not allowed",
+		`cannot list resource "namespaces"`, "system:serviceaccount:kube-cdc-testenv:identity-no-namespaces"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "unknown") {
+		t.Errorf("error %q still says unknown", err)
+	}
+
+	// An admin reads it: the uid of kube-system.
+	uid, err = source.ClusterIdentity(e.ctx, e.clients)
+	system, gerr := e.kube.Clientset().CoreV1().Namespaces().Get(e.ctx, "kube-system", metav1.GetOptions{})
+	if err != nil || gerr != nil || uid != string(system.UID) {
+		t.Errorf("admin's cluster identity %q, %v; want kube-system's uid %s (%v)", uid, err, system.UID, gerr)
 	}
 }

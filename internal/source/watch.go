@@ -104,6 +104,8 @@ type watcher struct {
 	rv         change.RV     // the last RV delivered: where the next watch starts
 	failures   int           // failed attempts since the last delivered event
 	retryAfter time.Duration // what the last failure's server asked to wait, if anything
+	// established says the current watch emitted change.Established.
+	established bool
 }
 
 // watchFailure is a watch that failed in a way a re-open after a backoff may heal.
@@ -127,6 +129,7 @@ func failure(err error) error {
 // ended it cleanly or the connection went away (re-open at once); a *watchFailure: re-open
 // after a backoff; anything else ends the stream's watching.
 func (w *watcher) follow(ctx context.Context) error {
+	w.established = false
 	s, res := w.s, w.s.Target.Resource
 	t := s.Target
 	req := s.Clients.watch.Get().AbsPath(collectionPath(res, s.namespace())).
@@ -152,8 +155,32 @@ func (w *watcher) follow(ctx context.Context) error {
 	}
 	defer ws.Close()
 	s.accept()
-	for {
-		ev, err := ws.next()
+	// The stream is established (change.Established) once the watch proves good: its
+	// first event is no error, or it stays open establishAfter without one. A watch from
+	// an RV the server no longer has is accepted and then ends with a 410, at once.
+	first := make(chan watchRead, 1)
+	go func() { ev, err := ws.next(); first <- watchRead{ev, err} }()
+	var r watchRead
+	timer := s.Clock.NewTimer(establishAfter)
+	select {
+	case r = <-first:
+		timer.Stop()
+	case <-timer.C():
+		if err := w.establish(ctx); err != nil {
+			return err
+		}
+		r = <-first // the body ends with ctx, so this read does too
+	}
+	for n := 0; ; n++ {
+		ev, err := r.ev, r.err
+		if n > 0 {
+			ev, err = ws.next()
+		}
+		if err == nil && ev.typ != eventError && !w.established {
+			if err := w.establish(ctx); err != nil {
+				return err
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil || cleanEnd(err) {
 				s.Log.Debug("watch ended; re-opening it from the last resource version", "resource", res.ID(),
@@ -207,6 +234,25 @@ func (w *watcher) follow(ctx context.Context) error {
 			return fmt.Errorf("resource %s: watch: an event of unknown type %q", res.ID(), ev.typ)
 		}
 	}
+}
+
+// establishAfter is how long a watch that delivers nothing must stay open, without an
+// error, for its stream to count as established.
+const establishAfter = time.Second
+
+// watchRead is one read of a watch response.
+type watchRead struct {
+	ev  watchEvent
+	err error
+}
+
+// establish emits change.Established from w.rv, once per watch.
+func (w *watcher) establish(ctx context.Context) error {
+	w.established = true
+	if err := w.emit(ctx, change.Event{Type: change.Established, RV: w.rv}); err != nil {
+		return errors.Join(errEmit, err)
+	}
+	return nil
 }
 
 // watchTimeoutSeconds is WatchTimeout in whole seconds (at least 1), or by default 5–10
