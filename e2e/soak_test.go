@@ -909,11 +909,24 @@ log:
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
 			mustDo(t, cmd.Start())
-			n.waitMetricAbove("kube_cdc_relists_total", configMapsRes, relists)
+			// The relist begins; the object comes back moments later, most often while
+			// the relist runs. A request left unanswered is an error of its own, and the
+			// soak goes on without it.
+			began := time.Now()
+			for n.metric("kube_cdc_relists_total", configMapsRes) <= relists && time.Since(began) < 60*time.Second {
+				isoRunning(t, n.current())
+				time.Sleep(20 * time.Millisecond)
+			}
+			unanswered := n.metric("kube_cdc_relists_total", configMapsRes) <= relists
 			c, err := rec.create(ctx, "race", map[string]string{"v": strconv.Itoa(i)})
 			mustDo(t, err)
 			raceLive[ns] = c
-			if err := cmd.Wait(); err != nil {
+			if unanswered {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Errorf("fault %d: kube-cdc resnapshot was not answered within 60s (no relist began):\n%s", i+1, out.String())
+				done["resnapshot unanswered"]++
+			} else if err := cmd.Wait(); err != nil {
 				t.Fatalf("kube-cdc resnapshot: %v\n%s", err, out.String())
 			}
 		default:
