@@ -1017,6 +1017,9 @@ log:
 	for _, k := range kinds {
 		kindsDone = append(kindsDone, fmt.Sprintf("%s %d (%v)", k, done[k], took[k].Round(time.Second)))
 	}
+	if k := done["resnapshot unanswered"]; k > 0 {
+		kindsDone = append(kindsDone, fmt.Sprintf("of which resnapshot unanswered %d", k))
+	}
 	nRelists := 0
 	for _, rs := range relists {
 		nRelists += len(rs)
