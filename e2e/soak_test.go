@@ -99,7 +99,12 @@ func TestSoakPostgresManyFaultsOfEveryKindNeverBreakTheDeliveryContract(t *testi
 			return pgSnapshot(ctx, pool, nss, rows)
 		},
 		rows:   func(t *testing.T, ns string) []epochRow { return epochChangeRows(t, dsn, ns) },
-		gizmos: func(t *testing.T, group, ns string) []string { return gizmoRows(t, connect(t, dsn), ns) },
+		gizmos: func(t *testing.T, group, ns string) []string {
+			c, err := pool.Acquire(context.Background())
+			mustDo(t, err)
+			defer c.Release()
+			return gizmoRows(t, c.Conn(), ns)
+		},
 		quarantine: func(t *testing.T, d *daemon, ns, name string, rv int64, epoch int, resolved bool) {
 			waitQuarantine(t, d, dsn, ns, name, rv, epoch, resolved)
 		},
@@ -345,6 +350,7 @@ type soakSampler struct {
 	stopc chan struct{}
 	done  chan struct{}
 
+	paused  sync.Mutex // held while a fault must not see the sampler's connections come and go
 	mu      sync.Mutex
 	samples map[string][]soakSample // by namespace
 	first   map[string]map[soakRowKey]int
@@ -381,6 +387,8 @@ func startSoakSampler(read func(ctx context.Context) (map[string]soakSnapshot, e
 }
 
 func (s *soakSampler) sample() {
+	s.paused.Lock()
+	defer s.paused.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	snaps, err := s.read(ctx)
@@ -937,7 +945,11 @@ log:
 				t.Fatalf("kube-cdc resnapshot: %v\n%s", err, out.String())
 			}
 		default:
+			// TerminateBackends waits until no session of the database is left, which
+			// the sampler's sessions coming and going would hold off.
+			sampler.paused.Lock()
 			sink.faults[f](n)
+			sampler.paused.Unlock()
 		}
 		caughtUp(before, f)
 		done[f]++
