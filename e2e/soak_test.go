@@ -98,7 +98,7 @@ func TestSoakPostgresManyFaultsOfEveryKindNeverBreakTheDeliveryContract(t *testi
 		read: func(ctx context.Context, nss []string, rows bool) (map[string]soakSnapshot, error) {
 			return pgSnapshot(ctx, pool, nss, rows)
 		},
-		rows:   func(t *testing.T, ns string) []epochRow { return epochChangeRows(t, dsn, ns) },
+		rows: func(t *testing.T, ns string) []epochRow { return epochChangeRows(t, dsn, ns) },
 		gizmos: func(t *testing.T, group, ns string) []string {
 			c, err := pool.Acquire(context.Background())
 			mustDo(t, err)
