@@ -617,9 +617,9 @@ func startClusterInProcess(b *testing.B, cfg *rest.Config, dsn string) *inProces
 	}
 	pts := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		pts[i] = pipeline.Target{Resource: t.Resource, Owns: t.Owns(), NewStream: func() pipeline.Streamer {
+		pts[i] = targetOf(t, func() *source.Stream {
 			return &source.Stream{Clients: clients, Target: t, Transform: &source.Transform{RedactSecrets: true}, Log: log}
-		}}
+		})
 	}
 	p := pipeline.New(pipeline.Options{Cluster: "bench", Log: log}, []pipeline.Sink{sink}, pts)
 	ip := &inProcess{cancel: cancel, done: make(chan error, 1)}

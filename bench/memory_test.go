@@ -136,9 +136,9 @@ func startInProcess(b *testing.B, dsn string, namespaces []string) *inProcess {
 	// Several namespaces resolve to one target each, as in the daemon.
 	pts := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		pts[i] = pipeline.Target{Resource: t.Resource, Owns: t.Owns(), NewStream: func() pipeline.Streamer {
+		pts[i] = targetOf(t, func() *source.Stream {
 			return &source.Stream{Clients: clients, Target: t, Transform: &source.Transform{RedactSecrets: true}, Log: log}
-		}}
+		})
 	}
 	p := pipeline.New(pipeline.Options{Cluster: "bench", Log: log}, []pipeline.Sink{sink}, pts)
 	ip := &inProcess{cancel: cancel, done: make(chan error, 1)}

@@ -9,8 +9,8 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
-// The wiring's compile-time checks: each sink is a pipeline.Sink and a source stream a
-// pipeline.Streamer. They live here, where the pieces meet, so that no sink imports the
+// The wiring's compile-time checks: each sink is a pipeline.Sink and a source feed a
+// pipeline.Target. They live here, where the pieces meet, so that no sink imports the
 // pipeline and the pipeline imports no source.
 var (
 	_ pipeline.Sink           = (*postgres.Sink)(nil)
@@ -24,6 +24,6 @@ var (
 	_ pipeline.Sink           = (*stdout.Sink)(nil)
 	_ pipeline.ScopeKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.EpochKeeper    = (*stdout.Sink)(nil)
-	_ pipeline.Streamer       = (*source.Stream)(nil)
+	_ pipeline.Target         = (*source.Feed)(nil)
 	_ source.RelistObserver   = (*metrics.Metrics)(nil)
 )

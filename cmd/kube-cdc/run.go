@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
@@ -177,7 +175,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		} else {
 			popts.ClusterUID = uid
 		}
-		p := pipeline.New(popts, sinks, pipelineTargets(cfg, src, resolution, targets, log, m))
+		p := pipeline.New(popts, sinks, pipelineTargets(cfg, src, resolution, log, m))
 		running.Store(p)
 		m.Streaming(true)
 		defer func() {
@@ -268,65 +266,31 @@ func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) p
 func sourceSpecs(cfg *config.Config) []source.Spec {
 	specs := make([]source.Spec, len(cfg.Resources))
 	for i, r := range cfg.Resources {
-		specs[i] = source.Spec{Name: r.Name, Namespaces: r.Namespaces, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector}
+		specs[i] = source.Spec{Name: r.Name, Namespaces: r.Namespaces, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
+			Resync: cfg.ResyncOf(i)}
 	}
 	return specs
 }
 
-// pipelineTargets are the pipeline's targets, one per resolved target, each following
-// its resolution: a target's stream reads the resource in the version served when it
-// starts (a CRD created after the start, or recreated with other versions; Resolve).
-func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Resolution, targets []source.Target, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
-	// The digest key goes nowhere else: not into a log, not into a metric label.
-	tr := &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, DigestKey: cfg.Transforms.Key(), Drop: cfg.Transforms.Drop}
-	out := make([]pipeline.Target, len(targets))
-	resync := resyncIntervals(cfg, len(targets), log)
-	listModes := &source.ListModes{} // what listMode auto found, once per resource
-	for i, t := range targets {
-		// The targets of one resource share their Scopes: which keys each relist examines,
-		// and whether an object a relist or watch no longer shows left every scope.
-		_, scopes := resolution.Target(i)
-		out[i] = pipeline.Target{Resource: t.Resource, Owns: scopes.Owns(t), Lookup: resolution.Lookup(i), Sweeps: scopes.Sweeps(t),
-			Current: resolution.Current(i), ServerRV: resolution.ServerRV(i), Resync: resync[i],
-			Resolve: func(ctx context.Context) (change.Resource, error) { return resolution.Resolve(ctx, i) },
-			NewStream: func() pipeline.Streamer {
-				t, scopes := resolution.Target(i)
-				return &source.Stream{
-					Clients:   src.clients,
-					Target:    t,
-					Scopes:    scopes,
-					PageSize:  cfg.Kubernetes.PageSize,
-					Transform: tr,
-					Log:       log,
-					Observer:  m,
+// pipelineTargets are the pipeline's targets: the Feed of each resolved target, which
+// follows its resolution (a target's stream reads the resource in the version served
+// when it starts: a CRD created after the start, or recreated with other versions).
+func pipelineTargets(cfg *config.Config, src *kubeSource, resolution *source.Resolution, log *slog.Logger, m *metrics.Metrics) []pipeline.Target {
+	feeds := resolution.Feeds(source.Stream{
+		Clients:  src.clients,
+		PageSize: cfg.Kubernetes.PageSize,
+		// The digest key goes nowhere else: not into a log, not into a metric label.
+		Transform: &source.Transform{RedactSecrets: cfg.Transforms.RedactSecrets, DigestKey: cfg.Transforms.Key(), Drop: cfg.Transforms.Drop},
+		Log:       log,
+		Observer:  m,
 
-					ListMode:     source.ListMode(cfg.Kubernetes.ListMode),
-					ListModes:    listModes,
-					RelistJitter: cfg.Kubernetes.RelistJitter,
-				}
-			}}
-	}
-	return out
-}
-
-// resyncIntervals is each target's resync interval (config.ResyncOf of the resource it
-// came from). A resource with several namespaces resolves to one target per namespace
-// (source.Resolve), in the order of the configuration.
-func resyncIntervals(cfg *config.Config, targets int, log *slog.Logger) []time.Duration {
-	var out []time.Duration
-	for i, r := range cfg.Resources {
-		n := len(slices.Compact(slices.Sorted(slices.Values(r.Namespaces))))
-		for range max(n, 1) {
-			out = append(out, cfg.ResyncOf(i))
-		}
-	}
-	if len(out) != targets {
-		log.Warn("cannot tell which resource each stream came from; every resource resyncs every pipeline.resync",
-			"resources", len(cfg.Resources), "streams", targets)
-		out = make([]time.Duration, targets)
-		for i := range out {
-			out[i] = cfg.Pipeline.Resync
-		}
+		ListMode:     source.ListMode(cfg.Kubernetes.ListMode),
+		ListModes:    &source.ListModes{}, // what listMode auto found, once per resource
+		RelistJitter: cfg.Kubernetes.RelistJitter,
+	})
+	out := make([]pipeline.Target, len(feeds))
+	for i, f := range feeds {
+		out[i] = f
 	}
 	return out
 }

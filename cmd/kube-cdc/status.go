@@ -190,7 +190,7 @@ func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, target
 		}
 		var held []kafka.QuarantinedRecord
 		owns := t.Owns()
-		content := contentOf(t)
+		content := contentOf(t.Scope())
 		rs := resourceStatus{Resource: t.Resource.ID(), Scope: &content, ScopeID: t.Resource.Scope,
 			Checkpoint: checkpointStatus{ResourceVersion: ck.String()}}
 		if err := store.KeyIndex(ctx, sc.Name, t.Resource, func(k change.Key, e change.Entry) error {
@@ -292,4 +292,39 @@ func daemonState(ctx context.Context, cfg *config.Config, scopes map[string]scop
 			Denied: a.Denied, Error: a.Error, Since: a.Since})
 	}
 	return d
+}
+
+// configuredScopes maps the id of every scope the configuration's resources give to its
+// content. A checkpoint names its scope by that id, a digest which says nothing to a
+// reader; the ids are a function of the configuration alone (source.ScopesOf), and
+// status loads the configuration anyway to find the sinks, so it shows the content
+// instead, without asking the cluster. A checkpoint whose scope the configuration does
+// not name (a scope removed, whose checkpoint the next relist forgets) is shown by its
+// id. The id does not depend on the resource, so one map serves every resource.
+func configuredScopes(cfg *config.Config) map[string]scopeContent {
+	out := map[string]scopeContent{"": {Namespaces: []string{}}}
+	for _, s := range sourceSpecs(cfg) {
+		for _, sc := range source.ScopesOf(s) {
+			out[sc.ID] = contentOf(sc)
+		}
+	}
+	return out
+}
+
+func contentOf(sc source.Scope) scopeContent {
+	ns := sc.Namespaces
+	if ns == nil {
+		ns = []string{}
+	}
+	return scopeContent{Namespaces: ns, LabelSelector: sc.LabelSelector, FieldSelector: sc.FieldSelector}
+}
+
+// scopeOf is the content of the scope with id (nil when the configuration does not name
+// it).
+func scopeOf(scopes map[string]scopeContent, id string) *scopeContent {
+	sc, ok := scopes[id]
+	if !ok {
+		return nil
+	}
+	return &sc
 }

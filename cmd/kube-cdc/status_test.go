@@ -44,7 +44,7 @@ func TestStatusNamesEveryConfiguredScopeByTheIDTheDaemonKeysItsCheckpointBy(t *t
 			t.Errorf("%s scope %q: status does not know the id", tg.Resource.ID(), tg.Resource.Scope)
 			continue
 		}
-		if want := contentOf(tg); !reflect.DeepEqual(got, want) {
+		if want := contentOf(tg.Scope()); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s scope %q: content %+v, want %+v", tg.Resource.ID(), tg.Resource.Scope, got, want)
 		}
 	}

@@ -33,6 +33,9 @@ type Event struct {
 	Type   EventType
 	Change Change // Changed, Listed
 	RV     RV     // RelistEnd, Progress, Established
+	// Round is, on a RelistBegin, the number the pipeline gave the requested relists
+	// (resync, resnapshot) this relist answers; 0 for none. Sources leave it 0.
+	Round uint64
 	// ListTotal is, on a Listed event, an estimate of how many objects the relist lists in
 	// all (those listed so far plus the LIST's metadata.remainingItemCount); 0 when the
 	// server gives none (a LIST under a selector). It feeds progress lines only.

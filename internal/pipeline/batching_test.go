@@ -30,7 +30,7 @@ func TestAnIdleSinkWritesALoneChangeAtOnceWithoutWaitingForItsBatchToFill(t *tes
 	s := newMemSink("pg")
 	clk := clocktesting.NewFakeClock(time.Now())
 	done := make(chan struct{})
-	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(Options{Clock: clk}, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer {
 		return &script{done: done, events: func(change.RV) []change.Event {
 			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 		}}
@@ -130,9 +130,9 @@ func blockedCursor(t *testing.T, buffer int) (s *memSink, q chan change.Event, u
 	s.writing = make(chan struct{}, 8)
 	unblock = sync.OnceFunc(func() { close(s.block) })
 	clk := clocktesting.NewFakeClock(time.Now())
-	p := New(Options{Clock: clk}, []Sink{s}, []Target{{Resource: cms}})
+	p := newP(Options{Clock: clk}, []Sink{s}, []Fixture{{Resource: cms}})
 	ctx, cancel := context.WithCancel(context.Background())
-	c := newCursor(p, s, Target{Resource: cms}, 0, ctx)
+	c := newCursor(p, s, Fixture{Resource: cms}.Target(), cms, 0, ctx)
 	q = make(chan change.Event, buffer)
 	errc = make(chan error, 1)
 	go func() { errc <- c.run(q) }()

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/keyindex"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
 // cursor is one sink's position in one resource's stream: it turns events into batches,
-// reconciles relists against the sink's key index, writes, and checkpoints.
+// writes them, and commits their checkpoints. A relist's events go through its reconcile
+// diff (reconcile.go), whose decisions (changes to add, a time travel found) it applies.
 //
 // Writes are double-buffered: one batch is written (in its own goroutine) while the next
 // one fills, so reading the next LIST page or watch events overlaps the sink's write.
@@ -23,40 +23,28 @@ type cursor struct {
 	p        *Pipeline
 	sink     Sink
 	res      change.Resource
-	owns     func(change.Key) bool
-	lookup   func(context.Context, map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
-	committed change.RV  // durable in the sink; written by the write goroutine, read after wait
-	sent      change.RV  // the checkpoint of the last batch handed to a write
-	pending   change.RV  // what the next batch will checkpoint
-	inflight  chan error // the write under way, or nil
-	batch     []change.Change
-	bytes     int
-	first     time.Time // arrival of the oldest unwritten change, or zero
+	committed   change.RV  // durable in the sink; written by the write goroutine, read after wait
+	sent        change.RV  // the checkpoint of the last batch handed to a write
+	pending     change.RV  // what the next batch will checkpoint
+	inflight    chan error // the write under way, or nil
+	batch       []change.Change
+	bytes       int
+	first       time.Time // arrival of the oldest unwritten change, or zero
+	committedFn func()    // called once the next batch written is committed
 
-	// index is the sink's key index while a relist is under way, else nil; keys are
-	// taken out as the LIST shows them, so what is left at RelistEnd was deleted.
-	index *keyindex.Index
+	// epoch stamps every change and batch (change.TimeTravel); it is read from the sink
+	// (EpochKeeper) when the cursor first runs, and grows by one when a relist shows the
+	// cluster behind what the sink holds. travel goes with the next batch.
+	epoch       int
+	epochLoaded bool
+	travel      *change.TimeTravel
 
 	// forget, when set, forgets the sink's checkpoints of scopes no longer configured; it
 	// is called once the relist that swept them is committed (Target.Sweeps).
 	forget func(context.Context) error
-
-	// Time travel (see change.TimeTravel). epoch stamps every change and batch; it is read
-	// from the sink (EpochKeeper) when the cursor first runs, and grows by one when a
-	// relist shows the cluster behind what the sink holds. relistFrom is the committed
-	// checkpoint when the relist under way began; travelled says this relist found a time
-	// travel already; travel goes with the next batch.
-	epoch       int
-	epochLoaded bool
-	relistFrom  change.RV
-	travelled   bool
-	travel      *change.TimeTravel
-	// travelAtRelist is a time travel found before the stream started (heldAhead): the
-	// cursor starts from checkpoint 0, and its relist starts the new epoch at once.
-	travelAtRelist *change.TimeTravel
 
 	synced  atomic.Bool
 	lastErr atomic.Pointer[string]
@@ -66,27 +54,22 @@ type cursor struct {
 	live   atomic.Bool
 	liveAt atomic.Uint64
 
-	// Requested relists (resync.go): the rounds the relist under way answers, what it
-	// listed, wrote and found (drift.go), and the report to make once its last batch
-	// is committed.
-	rounds      []*round
-	stats       relistStats
-	committedFn func() // called once the next batch written is committed
-
-	progress relistProgress // progress.go: relist progress and "synced" lines
+	diff *reconcileDiff // relists: the reconcile diff, its rounds and progress
 }
 
-func newCursor(p *Pipeline, s Sink, t Target, ck change.RV, writeCtx context.Context) *cursor {
-	c := &cursor{p: p, sink: s, res: t.Resource, owns: t.Owns, lookup: t.Lookup, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx,
-		log: p.opts.Log.With("sink", s.Name(), "resource", t.Resource.ID())}
+// newCursor is a cursor of target t, resolved as res, into sink s from checkpoint ck.
+func newCursor(p *Pipeline, s Sink, t Target, res change.Resource, ck change.RV, writeCtx context.Context) *cursor {
+	log := p.opts.Log.With("sink", s.Name(), "resource", res.ID())
+	c := &cursor{p: p, sink: s, res: res, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx, log: log,
+		diff: newReconcileDiff(p, s, t, res, writeCtx, log)}
 	c.synced.Store(ck > 0)
 	return c
 }
 
 // run consumes q until it is closed, then writes what is left.
 func (c *cursor) run(q <-chan change.Event) error {
-	defer c.abandonRounds()
-	c.index = nil // a relist cut short by a detach starts over on the next stream
+	defer c.diff.abandon()
+	c.diff.cut() // a relist cut short by a detach starts over on the next stream
 	if !c.epochLoaded {
 		if err := c.loadEpoch(); err != nil {
 			return err
@@ -105,7 +88,7 @@ func (c *cursor) run(q <-chan change.Event) error {
 		// and bytes, at RelistEnd, and at relistEagerBatch while the sink is idle (so the
 		// sink's writes, a relist's bottleneck, start after a page rather than a batch).
 		var timerC <-chan time.Time
-		if c.dirty() && c.inflight == nil && c.index == nil {
+		if c.dirty() && c.inflight == nil && !c.diff.underway() {
 			wait := c.p.opts.MaxWait - clk.Since(c.first)
 			if wait <= 0 && len(q) == 0 {
 				// Nothing else to gather and nothing in flight: write in this goroutine.
@@ -150,7 +133,6 @@ func (c *cursor) run(q <-chan change.Event) error {
 		if err := c.handle(ev); err != nil {
 			return err
 		}
-		c.progress.event(c, ev)
 		if len(c.batch) >= c.p.opts.BatchSize || c.bytes >= c.p.opts.BatchBytes || c.relistBatchDue() {
 			if err := c.flush(); err != nil {
 				return err
@@ -172,7 +154,7 @@ const relistEagerBatch = 500
 
 // relistBatchDue reports whether a relist's batch should go out now though it is not full.
 func (c *cursor) relistBatchDue() bool {
-	return c.index != nil && c.inflight == nil && len(c.batch) >= relistEagerBatch
+	return c.diff.underway() && c.inflight == nil && len(c.batch) >= relistEagerBatch
 }
 
 // add appends ch to the batch. Every change a sink sees passes here, so this is where
@@ -212,24 +194,16 @@ func (c *cursor) handle(ev change.Event) error {
 		if err := c.wait(); err != nil {
 			return err
 		}
-		c.relistFrom, c.travelled = c.committed, false
-		if err := c.loadIndex(); err != nil {
+		step, err := c.diff.begin(ev, c.committed, c.epoch)
+		if err != nil {
 			return err
 		}
-		if tt := c.travelAtRelist; tt != nil {
-			c.travelAtRelist = nil
-			c.timeTravel(*tt)
-		}
-		c.beginRequested(ev)
-		return nil
+		c.apply(step)
 	case change.Listed:
-		if c.index != nil && ev.Change.ListRV > 0 && ev.Change.ListRV < c.relistFrom {
-			c.timeTravel(change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: ev.Change.ListRV})
-		}
-		c.reconcile(ev.Change)
+		c.apply(c.diff.listed(ev))
 	case change.RelistEnd:
-		c.reconcileEnd(ev.RV)
-		report := c.endRelist()
+		c.apply(c.diff.end(ev.RV))
+		report := c.diff.finish()
 		if report != nil && !c.dirty() { // nothing left to write: report once the last write is done
 			if err := c.wait(); err != nil {
 				return err
@@ -241,6 +215,26 @@ func (c *cursor) handle(ev change.Event) error {
 		return c.flush()
 	}
 	return nil
+}
+
+// apply applies a step of the reconcile diff: a time travel starts a new epoch, whose
+// number every change of the relist carries from here on (those of the batch too: not
+// written yet, they are this relist's, after its RelistBegin flush), with the
+// checkpoint 0 until the relist ends; then the checkpoint moves to the LIST's RV, and
+// the changes join the batch.
+func (c *cursor) apply(s diffStep) {
+	if tt := s.travel; tt != nil {
+		c.epoch, c.travel, c.pending = tt.Epoch, tt, 0
+		for i := range c.batch {
+			c.batch[i].Epoch = c.epoch
+		}
+	}
+	if s.to > c.pending {
+		c.pending = s.to
+	}
+	for _, ch := range s.changes {
+		c.add(ch)
+	}
 }
 
 // establish records that the stream is established: the cursor is live (ready) once
@@ -272,202 +266,6 @@ func (c *cursor) loadEpoch() error {
 	return nil
 }
 
-// timeTravel starts a new epoch, once per relist, when the relist under way shows the
-// cluster behind what the sink holds (an etcd restore, a cluster rebuilt under the same
-// name). From here on every change of the relist is stamped with the new epoch, so the
-// sink takes the cluster's versions as they are now over the higher RVs it held; the
-// checkpoint is 0 until the relist ends (a crash part-way relists again, in the new
-// epoch) and then the LIST's RV, however far below the old checkpoint.
-func (c *cursor) timeTravel(tt change.TimeTravel) {
-	if c.travelled {
-		return
-	}
-	c.travelled = true
-	c.epoch++
-	if tt.Checkpoint == 0 {
-		tt.Checkpoint = c.relistFrom
-	}
-	tt.Epoch, tt.At = c.epoch, c.p.opts.Clock.Now()
-	c.travel = &tt
-	c.pending = 0
-	for i := range c.batch { // not written yet: this relist's, after its RelistBegin flush
-		c.batch[i].Epoch = c.epoch
-	}
-	args := []any{"reason", tt.Reason, "checkpoint", tt.Checkpoint.String(), "list_resource_version", tt.ListRV.String(), "epoch", tt.Epoch}
-	if tt.Reason == change.TravelObjectWentBack {
-		args = append(args, "object", tt.Key.String(), "held_resource_version", tt.HeldRV.String())
-	}
-	if tt.FoundIn != "" {
-		args = append(args, "found_in", tt.FoundIn)
-	}
-	c.log.Warn("time travel: the cluster is behind what the sink holds (an etcd restore, or a cluster rebuilt under the same name); "+
-		"relisting in a new epoch, whose versions replace the sink's whatever their resource versions", args...)
-	if m, ok := c.p.opts.Metrics.(TimeTravelObserver); ok {
-		m.TimeTravel(c.sink.Name(), c.res.ID(), tt.Reason)
-	}
-}
-
-func (c *cursor) loadIndex() error {
-	var idx *keyindex.Index
-	err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "read key index", func(ctx context.Context) error {
-		idx = &keyindex.Index{}
-		return c.sink.KeyIndex(ctx, c.res, func(k change.Key, e change.Entry) error {
-			if c.owns == nil || c.owns(k) {
-				idx.Add(k, e)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("sink %s: read key index of %s: %w", c.sink.Name(), c.res.ID(), err)
-	}
-	idx.Seal()
-	c.index = idx
-	c.p.opts.Metrics.KeyIndexSize(c.sink.Name(), c.res.ID(), idx.Len())
-	return nil
-}
-
-// reconcile is the reconcile diff's step for one listed object: nothing when the sink
-// holds this very version, else an upsert marked as a snapshot. When the sink holds
-// another uid under the key, that object was deleted and this one created under its
-// name while nobody watched: its inferred delete (change.ReasonRecreated, just below the
-// new object's RV) goes first, so a uid-keyed consumer learns the old object ended.
-func (c *cursor) reconcile(ch change.Change) {
-	if c.index == nil {
-		return // a relist whose beginning this cursor did not see (it was detached)
-	}
-	held, ok := c.index.Take(ch.Key)
-	c.stats.listed++
-	// Versions compare within an epoch only: a version the sink holds from an earlier
-	// epoch is rewritten (a restored etcd issues its RVs again, for other contents).
-	sameEpoch := ok && held.Epoch == c.epoch
-	if sameEpoch && held.UID == ch.UID && held.RV == ch.RV {
-		// The sink holds this version: rewritten only when its copy was edited behind
-		// kube-cdc's back (drift), or when a full relist was asked for.
-		if held.Drifted && !c.travelled {
-			c.stats.found(kindEdited, ch.Key)
-		} else if !c.full() {
-			return
-		}
-		ch.Op = change.OpUpdate
-		c.add(ch)
-		c.stats.written++
-		return
-	}
-	if sameEpoch && held.UID == ch.UID && ch.RV < held.RV {
-		// A LIST at or past the checkpoint shows every object at or past the version the
-		// sink holds; an older version of the same object is the cluster gone back.
-		c.timeTravel(change.TimeTravel{Reason: change.TravelObjectWentBack, ListRV: ch.ListRV, Key: ch.Key, HeldRV: held.RV})
-	}
-	if kind := c.driftOf(ch, held, ok); kind >= 0 {
-		c.stats.found(kind, ch.Key)
-	}
-	ch.Op = change.OpUpdate
-	if !ok || held.UID != ch.UID {
-		ch.Op = change.OpCreate
-	}
-	if ok && held.UID != ch.UID && held.UID != "" {
-		c.add(change.InferredDeleteBefore(ch, held))
-		c.stats.deleted++
-	}
-	c.add(ch)
-	c.stats.written++
-}
-
-// reconcileEnd ends the reconcile diff at the LIST's RV and moves the checkpoint to it.
-// Each key the sink holds (and this target owns) that the LIST did not show is looked up
-// in the cluster (Target.Lookup) and becomes an inferred delete of the held uid when its
-// object is gone, in no configured scope any more, or replaced by another uid (deleted
-// and created again around the LIST: ReasonRecreated); an object with the held uid that
-// exists in some scope (another scope's, or this one's since the LIST) is left to the
-// streams of those scopes. When the lookup fails nothing is tombstoned: the next relist
-// looks again.
-func (c *cursor) reconcileEnd(listRV change.RV) {
-	if c.index == nil {
-		return
-	}
-	if listRV < c.relistFrom {
-		c.timeTravel(change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: listRV})
-	}
-	left := c.index.Left()
-	c.index = nil
-	if listRV > c.pending {
-		c.pending = listRV
-	}
-	if len(left) == 0 {
-		return
-	}
-	found, err := c.lookUp(left)
-	if err != nil {
-		c.log.Warn("could not look up the keys the relist did not show; none is tombstoned until the next relist",
-			"keys", len(left), "error", err)
-		return
-	}
-	now := c.p.opts.Clock.Now()
-	for k, e := range left {
-		reason, rv := change.ReasonGone, listRV
-		if found != nil {
-			p, ok := found[k]
-			if reason = p.End(e.UID); !ok || reason == "" {
-				continue // it exists in some scope (that scope streams it), or the lookup did not say
-			}
-			rv = c.endRV(listRV, e, p)
-		}
-		c.add(change.Change{Resource: c.res, Key: k, UID: e.UID, RV: rv,
-			Op: change.OpDelete, Inferred: true, Reason: reason, ObservedAt: now})
-		c.stats.deleted++
-		if reason == change.ReasonGone && len(c.rounds) > 0 && c.relistFrom > 0 && !c.travelled {
-			c.stats.found(kindExtra, k) // see DriftExtra
-		}
-	}
-}
-
-// endRV is the RV of the inferred delete of held, which the LIST at listRV did not show
-// and under whose key the cluster holds p: the LIST's RV, except when another uid lives
-// under the key in another scope than this target's. That scope's stream may have written
-// the new object at an RV at or below the LIST's, which a delete at the LIST's RV would
-// bury; the delete goes just above the held version instead (the held object was deleted
-// after it and before the new one was created, so per key the RVs still grow). A new
-// object in this target's scope reaches its stream after the LIST (above listRV), so the
-// LIST's RV orders the delete before its create.
-func (c *cursor) endRV(listRV change.RV, held change.Entry, p change.Presence) change.RV {
-	if p.UID == "" || p.UID == held.UID || !p.InScope || p.Here || held.Epoch != c.epoch || held.RV+1 >= listRV {
-		return listRV
-	}
-	return held.RV + 1
-}
-
-// lookUpAttempts bounds the lookup's retries: a relist must not stall on it.
-const lookUpAttempts = 3
-
-// lookUp calls Target.Lookup for held, retrying a failure a few times with backoff; a
-// nil map and nil error when the target has no Lookup (every key is gone).
-func (c *cursor) lookUp(held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
-	if c.lookup == nil {
-		return nil, nil
-	}
-	var err error
-	for attempt := range lookUpAttempts {
-		if attempt > 0 {
-			t := c.p.opts.Clock.NewTimer(c.p.opts.Backoff.Delay(attempt - 1))
-			select {
-			case <-t.C():
-			case <-c.writeCtx.Done():
-				t.Stop()
-				return nil, c.writeCtx.Err()
-			}
-		}
-		var found map[change.Key]change.Presence
-		if found, err = c.lookup(c.writeCtx, held); err == nil {
-			return found, nil
-		}
-		if retry.IsTerminal(err) {
-			break
-		}
-	}
-	return nil, err
-}
-
 // flush hands the batch and its checkpoint to a write, once the write before it (if any)
 // has finished; its error, if any, is returned here or by the next wait.
 func (c *cursor) flush() error { return c.flushMode(false) }
@@ -488,7 +286,7 @@ func (c *cursor) flushMode(now bool) error {
 	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending, Epoch: c.epoch, TimeTravel: c.travel,
 		ClusterUID: c.p.opts.ClusterUID}
 	c.travel = nil
-	relisting := c.index != nil
+	relisting := c.diff.underway()
 	c.sent = c.pending
 	// The next batch is sized after this one: a relist's batches reach thousands of
 	// changes, and a steady watch's one or two must not each allocate (and zero) a slice
@@ -598,6 +396,6 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 		c.synced.Store(true)
 		m.Checkpoint(sink, res, c.committed, now)
 	}
-	c.progress.wrote(c, b, relisting)
+	c.diff.progress.wrote(b, relisting)
 	return nil
 }

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
 // Fault is an error of one resource that time may heal: permissions granted again, a CRD
@@ -29,18 +30,11 @@ func faultOf(err error) (Fault, bool) {
 	return f, ok
 }
 
-// AcceptNotifier is an optional Streamer ability: a stream that can tell when the server
-// accepts one of its requests (a watch opened) calls f then, from any goroutine. A
-// degraded resource is then known to stream again even when nothing in it changes;
-// without the ability, the stream's first event tells.
-type AcceptNotifier interface {
-	NotifyAccepted(f func())
-}
-
 // resourceState is one target's place in the pipeline: the cursors of its current
 // attempt, and whether it is degraded.
 type resourceState struct {
 	t   Target
+	res change.Resource // t's, as resolved at start: its name
 	log *slog.Logger
 
 	accepted atomic.Bool // the current attempt streams: an event came, or a request was accepted
@@ -55,10 +49,10 @@ type resourceState struct {
 
 // name is the resource's ID, with its scope when it has one.
 func (st *resourceState) name() string {
-	if st.t.Resource.Scope == "" {
-		return st.t.Resource.ID()
+	if st.res.Scope == "" {
+		return st.res.ID()
 	}
-	return st.t.Resource.ID() + " (scope " + st.t.Resource.Scope + ")"
+	return st.res.ID() + " (scope " + st.res.Scope + ")"
 }
 
 // begin starts an attempt: nothing streams yet.
@@ -91,9 +85,9 @@ func (st *resourceState) streaming(p *Pipeline) {
 	if reason == "" {
 		return
 	}
-	st.log.Info("resource recovered: streaming again", "scope", st.t.Resource.Scope, "was", reason,
+	st.log.Info("resource recovered: streaming again", "scope", st.res.Scope, "was", reason,
 		"degradedFor", now.Sub(since).Round(time.Second).String())
-	p.opts.Metrics.Degraded(st.t.Resource.ID(), st.t.Resource.Scope, "", "", time.Time{})
+	p.opts.Metrics.Degraded(st.res.ID(), st.res.Scope, "", "", time.Time{})
 }
 
 // streamedFor is how long the attempt that just ended streamed (0 if it never did).
@@ -120,61 +114,11 @@ func (p *Pipeline) degrade(st *resourceState, f Fault, retryIn time.Duration) {
 	}
 	since := st.since
 	st.mu.Unlock()
-	args := []any{"scope", st.t.Resource.Scope, "reason", reason, "retryIn", retryIn.Round(time.Millisecond).String(), "error", detail}
+	args := []any{"scope", st.res.Scope, "reason", reason, "retryIn", retryIn.Round(time.Millisecond).String(), "error", detail}
 	if same {
 		st.log.Debug("resource still degraded", args...)
 		return
 	}
 	st.log.Warn("resource degraded: it does not stream until this heals; the other resources stream on", args...)
-	p.opts.Metrics.Degraded(st.t.Resource.ID(), st.t.Resource.Scope, reason, detail, since)
-}
-
-// group runs the goroutines of one attempt. The first error cancels the context of the
-// others; Wait returns the first error that is not a Fault, else the first Fault, so a
-// sink's terminal error met while writing what a failed stream delivered still stops the
-// pipeline.
-type group struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	err   error // the first error that is not a Fault
-	fault error // the first Fault
-}
-
-func newGroup(ctx context.Context) *group {
-	g := &group{}
-	g.ctx, g.cancel = context.WithCancel(ctx)
-	return g
-}
-
-func (g *group) Go(f func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		err := f()
-		if err == nil {
-			return
-		}
-		g.mu.Lock()
-		if _, ok := faultOf(err); ok {
-			if g.fault == nil {
-				g.fault = err
-			}
-		} else if g.err == nil {
-			g.err = err
-		}
-		g.mu.Unlock()
-		g.cancel()
-	}()
-}
-
-func (g *group) Wait() error {
-	g.wg.Wait()
-	g.cancel()
-	if g.err != nil {
-		return g.err
-	}
-	return g.fault
+	p.opts.Metrics.Degraded(st.res.ID(), st.res.Scope, reason, detail, since)
 }

@@ -238,9 +238,9 @@ func TestAFaultOfOneResourceDegradesItAloneAndItResumesFromItsCheckpointLosingNo
 		})
 	}
 	waits := newBackoffWaits()
-	p := New(Options{BatchSize: 1, Clock: clk, Metrics: m, DegradedBackoff: retry.Backoff{Initial: time.Minute, Max: time.Hour},
+	p := newP(Options{BatchSize: 1, Clock: clk, Metrics: m, DegradedBackoff: retry.Backoff{Initial: time.Minute, Max: time.Hour},
 		Nudge: waits.nudge(nil)},
-		[]Sink{s}, []Target{{Resource: cms, NewStream: cmStream}, {Resource: widgets, NewStream: ws.NewStream}})
+		[]Sink{s}, []Fixture{{Resource: cms, NewStream: cmStream}, {Resource: widgets, NewStream: ws.NewStream}})
 	stop := startRun(p)
 
 	waitFor(t, func() bool { return strings.Contains(readyErr(p), "resource widgets.example.com degraded (forbidden)") })
@@ -289,9 +289,9 @@ func TestADegradedResourceIsRetriedWithABackoffCappedAtItsMax(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	ws := newAttempts(emitThen(faultErr("not served")))
 	waits := newBackoffWaits()
-	p := New(Options{Clock: clk, DegradedBackoff: retry.Backoff{Initial: time.Second, Max: 4 * time.Second},
+	p := newP(Options{Clock: clk, DegradedBackoff: retry.Backoff{Initial: time.Second, Max: 4 * time.Second},
 		Nudge: waits.nudge(nil)},
-		[]Sink{s}, []Target{{Resource: widgets, NewStream: ws.NewStream}})
+		[]Sink{s}, []Fixture{{Resource: widgets, NewStream: ws.NewStream}})
 	stop := startRun(p)
 	defer stop()
 	ws.await(t, 1)
@@ -314,9 +314,9 @@ func TestANudgeRetriesADegradedResourceWithoutWaitingOutItsBackoff(t *testing.T)
 	nudge := make(chan struct{})
 	ws := newAttempts(emitThen(faultErr("not served")), emitThen(nil, watched(change.OpCreate, widget("w", 6))))
 	waits := newBackoffWaits()
-	p := New(Options{Clock: clk, BatchSize: 1, DegradedBackoff: retry.Backoff{Initial: time.Hour, Max: time.Hour},
+	p := newP(Options{Clock: clk, BatchSize: 1, DegradedBackoff: retry.Backoff{Initial: time.Hour, Max: time.Hour},
 		Nudge: waits.nudge(nudge)},
-		[]Sink{s}, []Target{{Resource: widgets, NewStream: ws.NewStream}})
+		[]Sink{s}, []Fixture{{Resource: widgets, NewStream: ws.NewStream}})
 	stop := startRun(p)
 	defer stop()
 	waits.await(t)
@@ -352,9 +352,9 @@ func TestAResourceNotServedAtStartWaitsAndIsStreamedAsServedOnceItIs(t *testing.
 	ws := newAttempts(emitThen(nil, change.Event{Type: change.RelistBegin}, listed(widget("w", 9)), change.Event{Type: change.RelistEnd, RV: 10}))
 	done := make(chan struct{})
 	waits := newBackoffWaits()
-	p := New(Options{Clock: clk, BatchSize: 1, Metrics: m, DegradedBackoff: retry.Backoff{Initial: time.Second, Max: time.Second},
+	p := newP(Options{Clock: clk, BatchSize: 1, Metrics: m, DegradedBackoff: retry.Backoff{Initial: time.Second, Max: time.Second},
 		Nudge: waits.nudge(nil)},
-		[]Sink{s}, []Target{
+		[]Sink{s}, []Fixture{
 			{Resource: cms, NewStream: func() Streamer {
 				return &script{done: done, events: func(change.RV) []change.Event {
 					return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
@@ -415,8 +415,8 @@ func TestAResourceWhoseWatchIsAcceptedAgainRecoversWithoutAnyChange(t *testing.T
 	clk := clocktesting.NewFakeClock(time.Now())
 	n := 0
 	waits := newBackoffWaits()
-	p := New(Options{Clock: clk, DegradedBackoff: retry.Backoff{Initial: time.Second, Max: time.Second}, Nudge: waits.nudge(nil)},
-		[]Sink{s}, []Target{{Resource: widgets, NewStream: func() Streamer {
+	p := newP(Options{Clock: clk, DegradedBackoff: retry.Backoff{Initial: time.Second, Max: time.Second}, Nudge: waits.nudge(nil)},
+		[]Sink{s}, []Fixture{{Resource: widgets, NewStream: func() Streamer {
 			if n++; n == 1 {
 				return streamFunc(emitThen(faultErr("forbidden")))
 			}
@@ -436,7 +436,7 @@ func TestAResourceWhoseWatchIsAcceptedAgainRecoversWithoutAnyChange(t *testing.T
 // such as Secrets without a digest key) still stop kube-cdc.
 func TestAStreamErrorThatIsNoFaultStillStopsThePipeline(t *testing.T) {
 	errConfig := retry.Terminal(errors.New("no digest key"))
-	p := New(Options{}, []Sink{newMemSink("pg")}, []Target{
+	p := newP(Options{}, []Sink{newMemSink("pg")}, []Fixture{
 		{Resource: widgets, NewStream: func() Streamer { return streamFunc(emitThen(errConfig)) }},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -450,7 +450,7 @@ func TestAStreamErrorThatIsNoFaultStillStopsThePipeline(t *testing.T) {
 // the pipeline: the Fault does not hide it.
 func TestASinkErrorWhileWritingWhatAFailedStreamDeliveredStillStopsThePipeline(t *testing.T) {
 	s := &failSink{memSink: newMemSink("pg")}
-	p := New(Options{MaxWait: time.Hour}, []Sink{s}, []Target{{Resource: widgets, NewStream: func() Streamer {
+	p := newP(Options{MaxWait: time.Hour}, []Sink{s}, []Fixture{{Resource: widgets, NewStream: func() Streamer {
 		return streamFunc(emitThen(faultErr("forbidden"), watched(change.OpCreate, widget("w", 6))))
 	}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,6 +1,8 @@
 // Package pipeline connects sources to sinks: one stream (List+Watch) per resource feeds
-// one cursor per sink; each cursor batches, reconciles relists against what its sink
-// holds, writes, and advances its sink's checkpoint only after the sink acknowledged.
+// one cursor per sink; each cursor batches, writes, and advances its sink's checkpoint
+// only after the sink acknowledged (cursor.go). During a relist, its reconcile diff
+// (reconcile.go) compares the LIST with what the sink holds and decides what the cursor
+// writes; requested relists (resync.go) and progress lines (progress.go) hang off it.
 //
 //	stream ──events──► fan-out ──► cursor(sink A) ──Batch──► A.Write (rows + checkpoint)
 //	                          └──► cursor(sink B) ──Batch──► B.Write
@@ -14,17 +16,19 @@
 //     from the shared stream so the others keep going; once its queue is written, it
 //     resumes from its own checkpoint on a stream of its own (a watch from that RV, or a
 //     relist and reconcile diff if the history is gone).
-//   - After every relist the cursor diffs the listed set against its sink's key index:
-//     unchanged objects emit nothing, changed ones an upsert, and keys the sink holds (and
-//     the target owns) that the list lacks are looked up in the cluster (Target.Lookup):
-//     an inferred delete at the LIST's RV, with reason "gone" or "out-of-scope", for what
-//     is gone or in no configured scope; nothing for an object another scope streams. A
-//     listed key held under another uid gets the old uid's inferred delete (reason
-//     "recreated", at the new RV minus one) before the new uid's create.
+//   - After every relist the reconcile diff compares the listed set with its sink's key
+//     index: unchanged objects emit nothing, changed ones an upsert, and keys the sink
+//     holds (and the target owns) that the list lacks are looked up in the cluster
+//     (Target.Lookup): an inferred delete at the LIST's RV, with reason "gone" or
+//     "out-of-scope", for what is gone or in no configured scope; nothing for an object
+//     another scope streams. A listed key held under another uid gets the old uid's
+//     inferred delete (reason "recreated", at the new RV minus one) before the new uid's
+//     create.
 //   - Time travel (an etcd restore, a rebuilt cluster): a relist below the checkpoint, or
-//     showing an object older than the sink holds, starts a new epoch (cursor.timeTravel);
-//     at start, one found in any resource of a sink relists all of that sink's resources
-//     in a new epoch (travel.go). Versions order by (epoch, RV) in every sink.
+//     showing an object older than the sink holds, starts a new epoch (reconcileDiff.travel,
+//     cursor.apply); at start, one found in any resource of a sink relists all of that
+//     sink's resources in a new epoch (travel.go). Versions order by (epoch, RV) in every
+//     sink.
 //   - A stream that ends with a Fault degrades its resource alone; it is streamed again
 //     after a capped backoff (degraded.go). Any other error stops the pipeline.
 //   - Batching is adaptive (group commit): a change that finds its sink idle is written at

@@ -57,28 +57,10 @@ func (s *relistStats) found(kind int, k change.Key) {
 	}
 }
 
-// driftOf classifies a listed object the reconcile diff rewrites because the sink holds
-// something else than the listed version (held, ok), or returns -1 when that is no drift:
-// the object changed after the checkpoint the relist started from, the sink held nothing
-// of the resource yet, or the relist starts a new epoch (everything is rewritten then).
-func (c *cursor) driftOf(ch change.Change, held change.Entry, ok bool) int {
-	if c.relistFrom == 0 || c.travelled || ch.RV > c.relistFrom {
-		return -1
-	}
-	switch {
-	case !ok:
-		return kindMissing
-	case held.Epoch != c.epoch:
-		return -1
-	case held.UID != ch.UID || held.RV < ch.RV:
-		return kindStale
-	}
-	return -1
-}
-
 // reportDrift logs (at warn, with up to driftKeysLogged keys per kind) and counts the
 // drift the relist just ended found; the batches it wrote repair it.
-func (c *cursor) reportDrift(s *relistStats) {
+func (d *reconcileDiff) reportDrift() {
+	s := &d.stats
 	var args []any
 	for i, kind := range driftKinds {
 		n := s.drift[i]
@@ -86,12 +68,12 @@ func (c *cursor) reportDrift(s *relistStats) {
 			continue
 		}
 		args = append(args, kind, n, kind+"_keys", s.keys[i])
-		if m, ok := c.p.opts.Metrics.(DriftObserver); ok {
-			m.Drift(c.sink.Name(), c.res.ID(), kind, n)
+		if m, ok := d.p.opts.Metrics.(DriftObserver); ok {
+			m.Drift(d.sink.Name(), d.res.ID(), kind, n)
 		}
 	}
 	if len(args) == 0 {
 		return
 	}
-	c.log.Warn("drift: the sink differed from the cluster beyond what changed since its checkpoint; repairing it", args...)
+	d.log.Warn("drift: the sink differed from the cluster beyond what changed since its checkpoint; repairing it", args...)
 }

@@ -98,7 +98,7 @@ func runEpochs(t *testing.T, s *epochSink, events []change.Event) *travelCounter
 	t.Helper()
 	m := &travelCounter{}
 	done := make(chan struct{})
-	p := New(Options{MaxWait: time.Millisecond, Metrics: m}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(Options{MaxWait: time.Millisecond, Metrics: m}, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer {
 		return &script{done: done, events: func(change.RV) []change.Event { return events }}
 	}}})
 	stop := startRun(p)

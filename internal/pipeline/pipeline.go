@@ -17,52 +17,54 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// Streamer is what the pipeline needs of a source stream.
-type Streamer interface {
-	Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error
-}
-
-// Target is one resource to stream. NewStream is called once for the shared stream and
-// once more for every sink that is detached from it.
-type Target struct {
-	Resource  change.Resource
-	NewStream func() Streamer
+// Target is one resource to stream (one scope of it), as the source answers for it: the
+// one thing the pipeline asks of the source. The source implements it per configured
+// target (source.Feed); the pipeline's tests with small fixtures.
+type Target interface {
+	// Resource is the resource as resolved at start; the pipeline asks once, in New. It
+	// names the target in logs, metrics and Relist.
+	Resource() change.Resource
+	// Resolve is called before each stream of the target starts (at start, and again after
+	// a Fault) to learn the resource as the server serves it now: a CRD created after the
+	// start, or recreated with other versions. While the server does not serve it, Resolve
+	// returns a Fault and the target is degraded; any other error stops the pipeline. Its
+	// answer (same group, resource and scope) is what that attempt streams and writes.
+	Resolve(ctx context.Context) (change.Resource, error)
+	// Stream runs a new stream of the target, as resolved now, from RV from (0: relist
+	// first) into emit until ctx ends or it fails. It is called once for the shared stream
+	// and once more for every sink that is detached from it. A stream that can tell when
+	// the server accepts one of its requests (a watch opened) calls accepted then, from any
+	// goroutine: a degraded resource is then known to stream again even when nothing in it
+	// changes; otherwise the stream's first event tells.
+	Stream(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error, accepted func()) error
 	// Owns says whether a key a sink holds is this target's to examine after a relist:
-	// the keys in its namespaces, and for one target of each resource also the keys in
-	// namespaces no target covers any more (a scope narrowed or removed), so that every
-	// held key is examined by some relist. Nil: every key of the resource.
-	Owns func(change.Key) bool
+	// the keys in its namespaces (every key when it has none), and for one target of each
+	// resource also the keys in namespaces no target covers any more (a scope narrowed or
+	// removed), so that every held key is examined by some relist.
+	Owns(k change.Key) bool
+	// Sweeps marks the one target of its resource whose relist also examines keys no
+	// target's namespaces cover (see Owns); a sink that holds checkpoints of scopes of the
+	// resource that no target has (ScopeKeeper) is relisted by it and then forgets them.
+	Sweeps() bool
 	// Lookup asks the cluster, once per relist, about the keys the sink holds (and this
 	// target owns) that the LIST did not show: what each holds now (change.Presence). The
 	// cursor tombstones, with the reason change.Presence.End gives, a key whose held
 	// object is gone, out of every scope, or replaced by another uid; a key whose held
 	// object exists in some scope (another scope's, or this one's since the LIST) is left
-	// to that scope's stream. Nil: every such key is gone (right for a resource
-	// configured once, without selectors).
-	Lookup func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
-	// Sweeps marks the one target of its resource whose relist also examines keys no
-	// target's namespaces cover (see Owns); a sink that holds checkpoints of scopes of the
-	// resource that no target has (ScopeKeeper) is relisted by it and then forgets them.
-	Sweeps bool
-	// Resolve, when set, is called before each stream of the target starts (at start, and
-	// again after a Fault) to learn the resource as the server serves it now: a CRD created
-	// after the start, or recreated with other versions. While the server does not serve
-	// it, Resolve returns a Fault and the target is degraded; any other error stops the
-	// pipeline. Its answer replaces Resource (same group, resource and scope). Nil:
-	// Resource is what the server serves.
-	Resolve func(ctx context.Context) (change.Resource, error)
+	// to that scope's stream. A nil map (and nil error): every such key is gone.
+	Lookup(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error)
 	// Current reads the object under a key as the cluster has it now (uid and RV), and
 	// whether there is one. With a sink's NewestKeeper it finds, at start, a cluster
-	// restored behind the newest version the sink holds (heldAhead). Nil: not checked.
-	Current func(ctx context.Context, k change.Key) (change.Entry, bool, error)
+	// restored behind the newest version the sink holds (heldAhead).
+	Current(ctx context.Context, k change.Key) (change.Entry, bool, error)
 	// ServerRV reads the server's current resource version as the target reads it (a
 	// LIST of at most one object). Below a sink's checkpoint, the cluster went back in
-	// time (findTravels). Nil: not checked at start.
-	ServerRV func(ctx context.Context) (change.RV, error)
+	// time (findTravels). 0: not known.
+	ServerRV(ctx context.Context) (change.RV, error)
 	// Resync, when positive, relists the target about this often (±15%) in the
 	// background, repairing and counting the drift its sinks show (resync.go, drift.go).
 	// 0: only when needed (start, 410) or asked (Relist).
-	Resync time.Duration
+	Resync() time.Duration
 }
 
 // Metrics receives the pipeline's measurements. *metrics.Metrics implements it.
@@ -190,7 +192,8 @@ func New(opts Options, sinks []Sink, targets []Target) *Pipeline {
 	opts.defaults()
 	p := &Pipeline{opts: opts, sinks: sinks, targets: targets, requests: map[*resourceState]*requests{}}
 	for _, t := range targets {
-		st := &resourceState{t: t, log: opts.Log.With("resource", t.Resource.ID())}
+		res := t.Resource()
+		st := &resourceState{t: t, res: res, log: opts.Log.With("resource", res.ID())}
 		p.states = append(p.states, st)
 		p.requests[st] = newRequests()
 	}
@@ -224,7 +227,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, st := range p.states {
 		g.Go(func() error { return p.runResource(gctx, writeCtx, st) })
-		if st.t.Resync > 0 {
+		if st.t.Resync() > 0 {
 			g.Go(func() error { p.resync(gctx, st); return nil })
 		}
 	}
@@ -271,27 +274,27 @@ func (p *Pipeline) Ready() error {
 	return notReady
 }
 
-// staleScopes checks whether sink s holds checkpoints of scopes of t's resource that no
+// staleScopes checks whether sink s holds checkpoints of scopes of resource res that no
 // target has. If so, it returns checkpoint 0 (t relists into s, and the reconcile diff,
 // which examines the keys no target covers, tombstones what those scopes left) and the
 // call that forgets them once the relist is committed; else ck and nil.
-func (p *Pipeline) staleScopes(ctx context.Context, s Sink, t Target, ck change.RV) (change.RV, func(context.Context) error, error) {
+func (p *Pipeline) staleScopes(ctx context.Context, s Sink, res change.Resource, ck change.RV) (change.RV, func(context.Context) error, error) {
 	keeper, ok := s.(ScopeKeeper)
 	if !ok {
 		return ck, nil, nil
 	}
 	var held []string
 	err := retry.Do(ctx, p.opts.Backoff, p.opts.Log, "read scopes of "+s.Name(), func(ctx context.Context) (err error) {
-		held, err = keeper.Scopes(ctx, t.Resource)
+		held, err = keeper.Scopes(ctx, res)
 		return err
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("sink %s: read scopes of %s: %w", s.Name(), t.Resource.ID(), err)
+		return 0, nil, fmt.Errorf("sink %s: read scopes of %s: %w", s.Name(), res.ID(), err)
 	}
 	var keep, stale []string
-	for _, o := range p.targets {
-		if o.Resource.Group == t.Resource.Group && o.Resource.Resource == t.Resource.Resource {
-			keep = append(keep, o.Resource.Scope)
+	for _, o := range p.states {
+		if o.res.Group == res.Group && o.res.Resource == res.Resource {
+			keep = append(keep, o.res.Scope)
 		}
 	}
 	for _, h := range held {
@@ -303,8 +306,8 @@ func (p *Pipeline) staleScopes(ctx context.Context, s Sink, t Target, ck change.
 		return ck, nil, nil
 	}
 	p.opts.Log.Info("the sink holds scopes no longer configured; relisting to tombstone what they left",
-		"sink", s.Name(), "resource", t.Resource.ID(), "stale", stale)
-	return 0, func(ctx context.Context) error { return keeper.ForgetScopes(ctx, t.Resource, keep) }, nil
+		"sink", s.Name(), "resource", res.ID(), "stale", stale)
+	return 0, func(ctx context.Context) error { return keeper.ForgetScopes(ctx, res, keep) }, nil
 }
 
 // subscriber is one cursor's place in a stream's fan-out.
@@ -360,15 +363,12 @@ func (p *Pipeline) runResource(ctx, writeCtx context.Context, st *resourceState)
 // wrote what it had received, or another error, which stops the pipeline.
 func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) error {
 	t := st.t
-	if t.Resolve != nil {
-		res, err := t.Resolve(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+	res, err := t.Resolve(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
-		t.Resource = res
+		return err
 	}
 	st.begin()
 	subs := make([]*subscriber, len(p.sinks))
@@ -377,18 +377,18 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 	for i, s := range p.sinks {
 		var ck change.RV
 		err := retry.Do(ctx, p.opts.Backoff, p.opts.Log, "read checkpoint of "+s.Name(), func(ctx context.Context) (err error) {
-			ck, err = s.Checkpoint(ctx, t.Resource)
+			ck, err = s.Checkpoint(ctx, res)
 			return err
 		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("sink %s: read checkpoint of %s: %w", s.Name(), t.Resource.ID(), err)
+			return fmt.Errorf("sink %s: read checkpoint of %s: %w", s.Name(), res.ID(), err)
 		}
 		var forget func(context.Context) error
-		if t.Sweeps {
-			if ck, forget, err = p.staleScopes(ctx, s, t, ck); err != nil {
+		if t.Sweeps() {
+			if ck, forget, err = p.staleScopes(ctx, s, res, ck); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -399,15 +399,15 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 		if ck > 0 {
 			tt, checked := p.startTravels.take(st, s.Name())
 			if !checked {
-				tt = p.heldAhead(ctx, s, t)
+				tt = p.heldAhead(ctx, s, t, res)
 			}
 			if travel = tt; travel != nil {
 				travel.Checkpoint, ck = ck, 0 // relist, in a new epoch
 			}
 		}
-		c := newCursor(p, s, t, ck, writeCtx)
+		c := newCursor(p, s, t, res, ck, writeCtx)
 		c.forget = forget
-		c.travelAtRelist = travel
+		c.diff.atStart = travel
 		cursors[i] = c
 		subs[i] = &subscriber{c: c, q: make(chan change.Event, p.opts.Buffer)}
 		if i == 0 || ck < from {
@@ -422,7 +422,7 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 				return err
 			}
 			if sub.detached.Load() && g.ctx.Err() == nil {
-				return p.runAlone(g.ctx, st, t, sub.c)
+				return p.runAlone(g.ctx, st, sub.c)
 			}
 			return nil
 		})
@@ -435,18 +435,15 @@ func (p *Pipeline) attempt(ctx, writeCtx context.Context, st *resourceState) err
 				}
 			}
 		}()
-		return p.streamLoop(g.ctx, st, t, from, subs) // Run, cut and relisted on request (resync.go)
+		return p.streamLoop(g.ctx, st, from, subs) // run, cut and relisted on request (resync.go)
 	})
 	return g.Wait()
 }
 
-// newStream is a new stream of t that tells st when the server accepts it.
-func (p *Pipeline) newStream(st *resourceState, t Target) Streamer {
-	s := t.NewStream()
-	if n, ok := s.(AcceptNotifier); ok {
-		n.NotifyAccepted(func() { st.streaming(p) })
-	}
-	return s
+// stream runs a new stream of st's target from RV from into emit; it tells st when the
+// server accepts it.
+func (p *Pipeline) stream(ctx context.Context, st *resourceState, from change.RV, emit func(context.Context, change.Event) error) error {
+	return st.t.Stream(ctx, from, emit, func() { st.streaming(p) })
 }
 
 // fanOut hands each event to every attached subscriber. With one subscriber it only
@@ -455,7 +452,7 @@ func (p *Pipeline) newStream(st *resourceState, t Target) Streamer {
 // Any event but a RelistBegin (emitted before the LIST is sent) tells that the resource
 // streams.
 func (p *Pipeline) fanOut(st *resourceState, subs []*subscriber) func(context.Context, change.Event) error {
-	res := st.t.Resource
+	res := st.res
 	var timer clock.Timer
 	return func(ctx context.Context, ev change.Event) error {
 		if ev.Type != change.RelistBegin {
@@ -508,16 +505,16 @@ func (p *Pipeline) fanOut(st *resourceState, subs []*subscriber) func(context.Co
 	}
 }
 
-// runAlone streams t into one cursor that was detached from the shared stream, from
-// the cursor's own checkpoint, until ctx ends or the stream fails.
-func (p *Pipeline) runAlone(ctx context.Context, st *resourceState, t Target, c *cursor) error {
+// runAlone streams st's target into one cursor that was detached from the shared stream,
+// from the cursor's own checkpoint, until ctx ends or the stream fails.
+func (p *Pipeline) runAlone(ctx context.Context, st *resourceState, c *cursor) error {
 	q := make(chan change.Event, p.opts.Buffer)
 	g := newGroup(ctx)
 	g.Go(func() error { return c.run(q) })
 	g.Go(func() error {
 		defer close(q)
 		sub := &subscriber{c: c, q: q}
-		return p.newStream(st, t).Run(g.ctx, c.committed, p.fanOut(st, []*subscriber{sub}))
+		return p.stream(g.ctx, st, c.committed, p.fanOut(st, []*subscriber{sub}))
 	})
 	return g.Wait()
 }

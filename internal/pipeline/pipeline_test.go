@@ -128,7 +128,7 @@ func run(t *testing.T, sinks []Sink, events func(change.RV) []change.Event) {
 func runWith(t *testing.T, sinks []Sink, opts Options, events func(change.RV) []change.Event) {
 	t.Helper()
 	done := make(chan struct{})
-	p := New(opts, sinks, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(opts, sinks, []Fixture{{Resource: cms, NewStream: func() Streamer {
 		return &script{events: events, done: done}
 	}}})
 	stop := startRun(p)
@@ -227,8 +227,8 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 	done := make(chan struct{})
 	clk := clocktesting.NewFakeClock(time.Now())
 	// BatchSize 1 cuts every batch at once, so only DetachAfter waits on the clock.
-	p := New(Options{Buffer: 4, DetachAfter: time.Minute, BatchSize: 1, Clock: clk},
-		[]Sink{fast, slow}, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(Options{Buffer: 4, DetachAfter: time.Minute, BatchSize: 1, Clock: clk},
+		[]Sink{fast, slow}, []Fixture{{Resource: cms, NewStream: func() Streamer {
 			return &script{events: func(from change.RV) []change.Event {
 				mu.Lock()
 				starts = append(starts, from)
@@ -276,7 +276,7 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 
 func TestATerminalSinkErrorStopsThePipeline(t *testing.T) {
 	s := &failSink{memSink: newMemSink("pg")}
-	p := New(Options{MaxWait: time.Millisecond}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(Options{MaxWait: time.Millisecond}, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer {
 		return &script{events: func(change.RV) []change.Event {
 			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 		}}
@@ -311,7 +311,7 @@ func TestTheReconcileDiffOfOneScopeNeverDeletesAnotherScopesObjects(t *testing.T
 	s.objects[change.Key{Namespace: "ns", Name: "gone"}] = change.Entry{UID: "u1", RV: 10}
 	s.objects[change.Key{Namespace: "other", Name: "kept"}] = change.Entry{UID: "u2", RV: 11}
 	done := make(chan struct{})
-	p := New(Options{MaxWait: time.Millisecond}, []Sink{s}, []Target{{
+	p := newP(Options{MaxWait: time.Millisecond}, []Sink{s}, []Fixture{{
 		Resource: cms,
 		Owns:     func(k change.Key) bool { return k.Namespace == "ns" },
 		NewStream: func() Streamer {
@@ -337,9 +337,9 @@ func TestALostLeaseAbandonsQueuedChangesInsteadOfFlushingThem(t *testing.T) {
 	s.writing = make(chan struct{}, 1)
 	errLost := errors.New("lost the lease")
 	done := make(chan struct{})
-	p := New(Options{MaxWait: time.Millisecond, FlushTimeout: time.Minute,
+	p := newP(Options{MaxWait: time.Millisecond, FlushTimeout: time.Minute,
 		Abandon: func(cause error) bool { return errors.Is(cause, errLost) }},
-		[]Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+		[]Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer {
 			return &script{done: done, events: func(change.RV) []change.Event {
 				return []change.Event{watched(change.OpCreate, obj("a", "u", 6)), watched(change.OpCreate, obj("b", "u", 7))}
 			}}
@@ -395,7 +395,7 @@ func TestALoneChangeIsWrittenWhenMaxWaitPassesOnTheClock(t *testing.T) {
 	s := newMemSink("pg")
 	clk := clocktesting.NewFakeClock(time.Now())
 	done := make(chan struct{})
-	p := New(Options{MaxWait: time.Second, Clock: clk}, []Sink{s}, []Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(Options{MaxWait: time.Second, Clock: clk}, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer {
 		return &script{done: done, events: func(change.RV) []change.Event {
 			return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 		}}
@@ -418,8 +418,8 @@ func TestAFailedWriteIsRetriedAfterABackoffOnTheClock(t *testing.T) {
 	s := &flakySink{memSink: newMemSink("pg"), failures: 1}
 	clk := clocktesting.NewFakeClock(time.Now())
 	done := make(chan struct{})
-	p := New(Options{BatchSize: 1, Clock: clk, Backoff: retry.Backoff{Initial: time.Hour, Max: time.Hour}}, []Sink{s},
-		[]Target{{Resource: cms, NewStream: func() Streamer {
+	p := newP(Options{BatchSize: 1, Clock: clk, Backoff: retry.Backoff{Initial: time.Hour, Max: time.Hour}}, []Sink{s},
+		[]Fixture{{Resource: cms, NewStream: func() Streamer {
 			return &script{done: done, events: func(change.RV) []change.Event {
 				return []change.Event{watched(change.OpCreate, obj("a", "u", 6))}
 			}}
@@ -464,7 +464,7 @@ func TestTheReconcileDiffTombstonesOnlyWhatTheLookupSaysIsGoneOrOutOfScope(t *te
 			}
 			done := make(chan struct{})
 			var asked []string
-			p := New(Options{MaxWait: time.Millisecond, Backoff: retry.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, []Sink{s}, []Target{{
+			p := newP(Options{MaxWait: time.Millisecond, Backoff: retry.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, []Sink{s}, []Fixture{{
 				Resource: cms,
 				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 					for k := range held {

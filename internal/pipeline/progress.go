@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,12 @@ const DefaultProgressInterval = 5 * time.Second
 // the rate and, where the LIST said how many remain (change.Event.ListTotal), an estimate
 // of the time left; then one "synced" line when the relist's checkpoint is written.
 //
-// The cursor's goroutine calls event; the write goroutine calls written: hence the mutex.
+// The reconcile diff calls begin and listed in the cursor's goroutine; the write
+// goroutine calls wrote: hence the mutex.
 type relistProgress struct {
+	p   *Pipeline
+	log *slog.Logger
+
 	mu      sync.Mutex
 	active  bool      // between RelistBegin and the write of the relist's checkpoint
 	start   time.Time // of the relist
@@ -37,33 +42,37 @@ func (p *Pipeline) progressInterval() time.Duration {
 	return DefaultProgressInterval
 }
 
-// event follows the relist events the cursor has handled: a RelistBegin once the writes
-// before it are done, so that every write from here on is this relist's.
-func (r *relistProgress) event(c *cursor, ev change.Event) {
-	if ev.Type != change.RelistBegin && ev.Type != change.Listed {
-		return
-	}
-	now := c.p.opts.Clock.Now()
+// begin starts the account of a relist, once the writes before it are done, so that
+// every write from here on is this relist's.
+func (r *relistProgress) begin() {
+	now := r.p.opts.Clock.Now()
 	r.mu.Lock()
-	switch ev.Type {
-	case change.RelistBegin:
-		r.active, r.start, r.logged = true, now, now
-		r.listed, r.total, r.written = 0, 0, 0
-		c.p.synced.relisting()
-	case change.Listed:
-		r.listed++
-		r.total = ev.ListTotal
-	}
-	line := r.due(c, now)
+	r.active, r.start, r.logged = true, now, now
+	r.listed, r.total, r.written = 0, 0, 0
+	r.p.synced.relisting()
+	line := r.due(now)
 	r.mu.Unlock()
 	if line != nil {
-		c.log.Info("relisting", line...)
+		r.log.Info("relisting", line...)
+	}
+}
+
+// count counts one listed object; total is the LIST's estimate (change.Event.ListTotal).
+func (r *relistProgress) count(total int) {
+	now := r.p.opts.Clock.Now()
+	r.mu.Lock()
+	r.listed++
+	r.total = total
+	line := r.due(now)
+	r.mu.Unlock()
+	if line != nil {
+		r.log.Info("relisting", line...)
 	}
 }
 
 // due returns the attributes of a progress line when one is due, else nil. r.mu is held.
-func (r *relistProgress) due(c *cursor, now time.Time) []any {
-	if !r.active || now.Sub(r.logged) < c.p.progressInterval() {
+func (r *relistProgress) due(now time.Time) []any {
+	if !r.active || now.Sub(r.logged) < r.p.progressInterval() {
 		return nil
 	}
 	r.logged = now
@@ -80,8 +89,8 @@ func (r *relistProgress) due(c *cursor, now time.Time) []any {
 // wrote counts the changes of batch b, which the sink acknowledged; relisting says b
 // was cut during the relist (the cursor held the key index). The first batch cut after
 // the relist ended carries its checkpoint: the resource is synced into this sink.
-func (r *relistProgress) wrote(c *cursor, b change.Batch, relisting bool) {
-	now := c.p.opts.Clock.Now()
+func (r *relistProgress) wrote(b change.Batch, relisting bool) {
+	now := r.p.opts.Clock.Now()
 	r.mu.Lock()
 	if !r.active {
 		r.mu.Unlock()
@@ -89,19 +98,19 @@ func (r *relistProgress) wrote(c *cursor, b change.Batch, relisting bool) {
 	}
 	r.written += len(b.Changes)
 	if relisting {
-		line := r.due(c, now)
+		line := r.due(now)
 		r.mu.Unlock()
 		if line != nil {
-			c.log.Info("relisting", line...)
+			r.log.Info("relisting", line...)
 		}
 		return
 	}
 	r.active = false
 	listed, written, took := r.listed, r.written, now.Sub(r.start)
 	r.mu.Unlock()
-	c.log.Info("synced", "objects", listed, "written", written, "took", took.Round(time.Millisecond).String(),
+	r.log.Info("synced", "objects", listed, "written", written, "took", took.Round(time.Millisecond).String(),
 		"resourceVersion", b.Checkpoint.String())
-	c.p.synced.check(c.p)
+	r.p.synced.check(r.p)
 }
 
 func (r *relistProgress) relisting() bool {
@@ -135,7 +144,7 @@ func (s *syncedLog) check(p *Pipeline) {
 			return
 		}
 		for _, c := range cursors {
-			if !c.synced.Load() || c.progress.relisting() {
+			if !c.synced.Load() || c.diff.progress.relisting() {
 				return
 			}
 		}

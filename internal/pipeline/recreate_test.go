@@ -23,7 +23,7 @@ func TestARelistThatFindsANewUIDUnderAKeyDeletesTheOldUIDBeforeCreatingTheNewOne
 	s.objects[change.Key{Namespace: "ns", Name: "recreated"}] = change.Entry{UID: "u-old", RV: 13}
 	done := make(chan struct{})
 	var asked []string
-	p := New(Options{MaxWait: time.Millisecond, BatchSize: 1}, []Sink{s}, []Target{{
+	p := newP(Options{MaxWait: time.Millisecond, BatchSize: 1}, []Sink{s}, []Fixture{{
 		Resource: cms,
 		Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 			for k := range held {
@@ -122,7 +122,7 @@ func TestAKeyRecreatedDuringARelistGetsTheOldUIDsDeleteBeforeTheNewUIDsCreate(t 
 			s.objects[key] = change.Entry{UID: "u-old", RV: 10}
 			s.objects[change.Key{Namespace: "ns", Name: "kept"}] = change.Entry{UID: "u-kept", RV: 12}
 			done := make(chan struct{})
-			p := New(Options{MaxWait: time.Millisecond}, []Sink{s}, []Target{{
+			p := newP(Options{MaxWait: time.Millisecond}, []Sink{s}, []Fixture{{
 				Resource: cms,
 				Lookup: func(_ context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 					out := map[change.Key]change.Presence{}

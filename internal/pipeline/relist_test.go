@@ -74,9 +74,9 @@ func TestARelistCutShortByACrashIsRepeatedAndLosesNothing(t *testing.T) {
 	newPipeline := func(s pipeline.Sink) *pipeline.Pipeline {
 		return pipeline.New(pipeline.Options{Cluster: "test", BatchSize: 5, Log: log,
 			Backoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}},
-			[]pipeline.Sink{s}, []pipeline.Target{{Resource: tg.Resource, Owns: tg.Owns(), NewStream: func() pipeline.Streamer {
+			[]pipeline.Sink{s}, pipeline.Targets(pipeline.Fixture{Resource: tg.Resource, Owns: tg.Owns(), NewStream: func() pipeline.Streamer {
 				return &source.Stream{Clients: clients, Target: tg, PageSize: 4, Log: log}
-			}}})
+			}}))
 	}
 	openSink := func() *postgres.Sink {
 		s, err := postgres.New(ctx, "warehouse", "test", postgres.Options{DSN: dsn, Migrate: true}, log)

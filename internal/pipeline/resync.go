@@ -23,9 +23,9 @@ import (
 //
 // A request is a round per resource. The stream loop takes the rounds pending when it
 // starts a stream and stamps their number on that stream's first RelistBegin
-// (change.Event.RV, which a RelistBegin does not otherwise carry): each cursor learns,
-// in its queue's order, which requests its relist answers, and reports to them once the
-// relist's last batch is committed.
+// (change.Event.Round): each cursor's reconcile diff learns, in its queue's order, which
+// requests its relist answers, and reports to them once the relist's last batch is
+// committed.
 
 // RelistResult is what one requested relist did in one sink.
 type RelistResult struct {
@@ -116,7 +116,7 @@ func (q *requests) takeAll() []*round {
 }
 
 // roundBook numbers the rounds a stream relists for, so that cursors find them by the
-// number stamped on RelistBegin.
+// number stamped on RelistBegin (change.Event.Round).
 type roundBook struct {
 	last atomic.Uint64
 	mu   sync.Mutex
@@ -167,7 +167,7 @@ func (p *Pipeline) Relist(ctx context.Context, resources []string, full bool) ([
 	for _, name := range resources {
 		n := len(sts)
 		for _, st := range p.states {
-			if name == st.t.Resource.ID() || name == st.t.Resource.Resource {
+			if name == st.res.ID() || name == st.res.Resource {
 				sts = append(sts, st)
 			}
 		}
@@ -201,16 +201,16 @@ func (p *Pipeline) Relist(ctx context.Context, resources []string, full bool) ([
 func (p *Pipeline) resourceNames() []string {
 	var names []string
 	for _, st := range p.states {
-		names = append(names, st.t.Resource.ID())
+		names = append(names, st.res.ID())
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
 }
 
-// streamLoop runs t's shared stream into subs from RV from until ctx ends or the stream
+// streamLoop runs st's shared stream into subs from RV from until ctx ends or the stream
 // returns; a round asked meanwhile (or pending when it starts) cuts the stream and starts
 // it again from 0, the relist answering the round.
-func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, t Target, from change.RV, subs []*subscriber) error {
+func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, from change.RV, subs []*subscriber) error {
 	q := p.requests[st]
 	for {
 		var id uint64
@@ -222,7 +222,7 @@ func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, t Target, 
 					continue
 				}
 				for _, r := range rs {
-					r.skip(RelistResult{Sink: s.c.sink.Name(), Resource: t.Resource.ID(), Scope: t.Resource.Scope,
+					r.skip(RelistResult{Sink: s.c.sink.Name(), Resource: st.res.ID(), Scope: st.res.Scope,
 						Skipped: "detached from the shared stream (not keeping up); it catches up from its own checkpoint"})
 				}
 			}
@@ -247,7 +247,7 @@ func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, t Target, 
 		if id != 0 {
 			emit = stampRelist(emit, id)
 		}
-		err := p.newStream(st, t).Run(sctx, from, emit)
+		err := p.stream(sctx, st, from, emit)
 		close(stop)
 		cancel()
 		if ctx.Err() != nil || !cut.Load() || (err != nil && !errors.Is(err, context.Canceled)) {
@@ -265,7 +265,7 @@ func stampRelist(emit func(context.Context, change.Event) error, id uint64) func
 		switch {
 		case ended:
 		case ev.Type == change.RelistBegin:
-			ev.RV = change.RV(id)
+			ev.Round = id
 		case ev.Type == change.RelistEnd:
 			ended = true
 		}
@@ -273,70 +273,44 @@ func stampRelist(emit func(context.Context, change.Event) error, id uint64) func
 	}
 }
 
-// beginRequested attaches the rounds a RelistBegin is stamped with to the relist under
-// way. Rounds attached to a relist cut short stay attached: the next relist answers them.
-func (c *cursor) beginRequested(ev change.Event) {
-	c.stats = relistStats{}
-	if ev.RV == 0 {
+// attach attaches the rounds numbered id (a RelistBegin's change.Event.Round) to the
+// relist under way, and starts its statistics afresh. Rounds attached to a relist cut
+// short stay attached: the next relist answers them.
+func (d *reconcileDiff) attach(id uint64) {
+	d.stats = relistStats{}
+	if id == 0 {
 		return
 	}
-	for _, r := range c.p.rounds.get(uint64(ev.RV)) {
-		if !slices.Contains(c.rounds, r) {
-			c.rounds = append(c.rounds, r)
+	for _, r := range d.p.rounds.get(id) {
+		if !slices.Contains(d.rounds, r) {
+			d.rounds = append(d.rounds, r)
 		}
 	}
 }
 
-// abandonRounds reports to the rounds attached to a relist that will not end in this
-// cursor (its stream ended: the resource degraded, or the sink was detached) that it did
-// not finish, so that nobody waits for it in vain.
-func (c *cursor) abandonRounds() {
-	if len(c.rounds) == 0 {
+// abandon reports to the rounds attached to a relist that will not end in this cursor
+// (its stream ended: the resource degraded, or the sink was detached) that it did not
+// finish, so that nobody waits for it in vain.
+func (d *reconcileDiff) abandon() {
+	if len(d.rounds) == 0 {
 		return
 	}
-	res := RelistResult{Sink: c.sink.Name(), Resource: c.res.ID(), Scope: c.res.Scope,
+	res := RelistResult{Sink: d.sink.Name(), Resource: d.res.ID(), Scope: d.res.Scope,
 		Skipped: "the stream ended before the relist did (the resource degraded, or the sink fell behind)"}
-	for _, r := range c.rounds {
+	for _, r := range d.rounds {
 		r.report(res)
 	}
-	c.rounds = nil
+	d.rounds = nil
 }
 
 // full says whether the relist under way writes every listed object.
-func (c *cursor) full() bool {
-	for _, r := range c.rounds {
+func (d *reconcileDiff) full() bool {
+	for _, r := range d.rounds {
 		if r.full {
 			return true
 		}
 	}
 	return false
-}
-
-// endRelist reports drift and returns what to call once the relist's last batch is
-// committed: report to the rounds the relist answers (nil when none).
-func (c *cursor) endRelist() func() {
-	c.reportDrift(&c.stats)
-	if len(c.rounds) == 0 {
-		return nil
-	}
-	s, rounds := c.stats, c.rounds
-	c.rounds = nil
-	res := RelistResult{Sink: c.sink.Name(), Resource: c.res.ID(), Scope: c.res.Scope,
-		Listed: s.listed, Written: s.written, Deleted: s.deleted}
-	for i, kind := range driftKinds {
-		if s.drift[i] > 0 {
-			if res.Drift == nil {
-				res.Drift = map[string]int{}
-			}
-			res.Drift[kind] = s.drift[i]
-		}
-	}
-	return func() {
-		c.log.Info("requested relist written", "listed", res.Listed, "written", res.Written, "deleted", res.Deleted)
-		for _, r := range rounds {
-			r.report(res)
-		}
-	}
 }
 
 // resyncJitter spreads resyncs over ±15% of the interval, so that resources configured
@@ -346,7 +320,7 @@ const resyncJitter = 0.15
 // resync asks st's resource to relist every Target.Resync (jittered) while ctx lasts,
 // once the previous resync is written; it does not wait while a relist is under way.
 func (p *Pipeline) resync(ctx context.Context, st *resourceState) {
-	every := st.t.Resync
+	every := st.t.Resync()
 	var last *round
 	for {
 		d := time.Duration(float64(every) * (1 - resyncJitter + 2*resyncJitter*rand.Float64()))

@@ -75,12 +75,12 @@ func driftedList() []change.Change {
 	return []change.Change{obj("a", "ua", 10), obj("b", "ub", 20), obj("c", "uc", 30), obj("e", "ue", 50), obj("f", "uf", 150)}
 }
 
-func startRelistPipeline(t *testing.T, s Sink, opts Options, tg Target, list func() []change.Change) (*Pipeline, *atomic.Int32) {
+func startRelistPipeline(t *testing.T, s Sink, opts Options, tg Fixture, list func() []change.Change) (*Pipeline, *atomic.Int32) {
 	t.Helper()
 	relists := &atomic.Int32{}
 	tg.Resource = cms
 	tg.NewStream = func() Streamer { return &relistScript{list: list, listRV: 200, relists: relists} }
-	p := New(opts, []Sink{s}, []Target{tg})
+	p := newP(opts, []Sink{s}, []Fixture{tg})
 	stop := startRun(p)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
@@ -93,7 +93,7 @@ func startRelistPipeline(t *testing.T, s Sink, opts Options, tg Target, list fun
 func TestARequestedRelistRepairsAndCountsEachKindOfDriftAndWritesNothingElse(t *testing.T) {
 	s := driftedSink()
 	m := &driftMetrics{}
-	p, relists := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond, Metrics: m}, Target{}, driftedList)
+	p, relists := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond, Metrics: m}, Fixture{}, driftedList)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := p.Relist(ctx, []string{"configmaps"}, false)
@@ -139,7 +139,7 @@ func TestAFullRelistWritesEveryListedObjectAgainAsASnapshot(t *testing.T) {
 	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
 	s.objects[key("b")] = change.Entry{UID: "ub", RV: 20}
 	list := func() []change.Change { return []change.Change{obj("a", "ua", 10), obj("b", "ub", 20)} }
-	p, _ := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond}, Target{}, list)
+	p, _ := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond}, Fixture{}, list)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -166,7 +166,7 @@ func TestAFullRelistWritesEveryListedObjectAgainAsASnapshot(t *testing.T) {
 }
 
 func TestRelistNamesTheStreamedResourcesWhenAskedForAnother(t *testing.T) {
-	p, _ := startRelistPipeline(t, newMemSink("pg"), Options{}, Target{}, func() []change.Change { return nil })
+	p, _ := startRelistPipeline(t, newMemSink("pg"), Options{}, Fixture{}, func() []change.Change { return nil })
 	_, err := p.Relist(context.Background(), []string{"secrets"}, false)
 	if err == nil || err.Error() != `resource "secrets" is not streamed; streamed are: configmaps` {
 		t.Fatalf("Relist(secrets) = %v, want an error naming configmaps", err)
@@ -179,7 +179,7 @@ func TestAResyncRelistsOnTheClockAndAnUnchangedResyncWritesNothing(t *testing.T)
 	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
 	fc := clocktesting.NewFakeClock(time.Now())
 	list := func() []change.Change { return []change.Change{obj("a", "ua", 10)} }
-	_, relists := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond, Clock: fc}, Target{Resync: time.Minute}, list)
+	_, relists := startRelistPipeline(t, s, Options{MaxWait: time.Millisecond, Clock: fc}, Fixture{Resync: time.Minute}, list)
 	for want := int32(1); want <= 2; want++ {
 		waitFor(t, func() bool {
 			if relists.Load() >= want {
@@ -192,5 +192,34 @@ func TestAResyncRelistsOnTheClockAndAnUnchangedResyncWritesNothing(t *testing.T)
 	}
 	if log, _ := s.snapshot(); len(log) != 0 {
 		t.Errorf("unchanged resyncs wrote %d changes, want none: %v", len(log), log)
+	}
+}
+
+// A requested relist's round is stamped on its stream's RelistBegin events, in their own
+// field (change.Event.Round), up to the relist's end; the events' RV stays the stream's.
+func TestARequestedRoundIsStampedOnTheRelistsBeginsInItsOwnField(t *testing.T) {
+	var got []change.Event
+	emit := stampRelist(func(_ context.Context, ev change.Event) error {
+		got = append(got, ev)
+		return nil
+	}, 7)
+	for _, ev := range []change.Event{
+		{Type: change.RelistBegin},
+		{Type: change.RelistBegin}, // the relist failed part-way and began again
+		listed(obj("a", "ua", 10)),
+		{Type: change.RelistEnd, RV: 20},
+		{Type: change.RelistBegin}, // a later relist (410) answers no request
+	} {
+		if err := emit(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []uint64{7, 7, 0, 0, 0} {
+		if got[i].Round != want {
+			t.Errorf("event %d (%s): round %d, want %d", i, got[i].Type, got[i].Round, want)
+		}
+	}
+	if got[0].RV != 0 || got[3].RV != 20 {
+		t.Errorf("RVs %d and %d, want the stream's: 0 and 20", got[0].RV, got[3].RV)
 	}
 }

@@ -95,13 +95,13 @@ func (e *scopeEnv) start(specs ...source.Spec) {
 	scopes := source.GroupScopes(e.clients, targets, e.log)
 	pts := make([]pipeline.Target, len(targets))
 	for i, t := range targets {
-		pts[i] = pipeline.Target{Resource: t.Resource, Owns: scopes[i].Owns(t), Lookup: func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
+		pts[i] = pipeline.Fixture{Resource: t.Resource, Owns: scopes[i].Owns(t), Lookup: func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
 			return scopes[i].Lookup(ctx, t, held)
 		}, Sweeps: scopes[i].Sweeps(t),
 			NewStream: func() pipeline.Streamer {
 				return &source.Stream{Clients: e.clients, Target: t, Scopes: scopes[i], Log: e.log,
 					Backoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}}
-			}}
+			}}.Target()
 	}
 	s, err := postgres.New(e.ctx, "warehouse", "test", postgres.Options{DSN: e.dsn, Migrate: true}, e.log)
 	if err != nil {

@@ -21,20 +21,20 @@ const newestLooked = 20
 // by an observed delete) can only be the cluster gone back; the same uid at the held RV or
 // above, a cluster not behind it. A version whose object is gone or recreated tells
 // neither, and the next newest is read (up to newestLooked). It returns the time travel,
-// or nil when there is none or it cannot tell (no NewestKeeper, no Current, an error).
-func (p *Pipeline) heldAhead(ctx context.Context, s Sink, t Target) *change.TimeTravel {
+// or nil when there is none or it cannot tell (no NewestKeeper, an error).
+func (p *Pipeline) heldAhead(ctx context.Context, s Sink, t Target, res change.Resource) *change.TimeTravel {
 	k, ok := s.(NewestKeeper)
-	if !ok || t.Current == nil {
+	if !ok {
 		return nil
 	}
-	log := p.opts.Log.With("sink", s.Name(), "resource", t.Resource.ID())
-	newest, err := k.Newest(ctx, t.Resource, newestLooked)
+	log := p.opts.Log.With("sink", s.Name(), "resource", res.ID())
+	newest, err := k.Newest(ctx, res, newestLooked)
 	if err != nil {
 		log.Debug("could not read the newest versions the sink holds; not checked for time travel", "error", err)
 		return nil
 	}
 	for _, h := range newest {
-		if t.Owns != nil && !t.Owns(h.Key) {
+		if !t.Owns(h.Key) {
 			continue
 		}
 		cur, found, err := t.Current(ctx, h.Key)
@@ -81,16 +81,16 @@ func (p *Pipeline) findTravels(ctx context.Context) {
 			found = tt
 		}
 		for _, st := range p.states {
-			t := st.t
-			if t.Resource.Version == "" || ctx.Err() != nil {
+			t, res := st.t, st.res
+			if res.Version == "" || ctx.Err() != nil {
 				continue // not served (yet): its first round resolves and checks it
 			}
-			ck, err := s.Checkpoint(ctx, t.Resource)
+			ck, err := s.Checkpoint(ctx, res)
 			if err != nil || ck == 0 {
 				continue
 			}
-			tt := p.heldAhead(ctx, s, t)
-			if tt == nil && t.ServerRV != nil {
+			tt := p.heldAhead(ctx, s, t, res)
+			if tt == nil {
 				if rv, err := t.ServerRV(ctx); err == nil && rv > 0 && rv < ck {
 					tt = &change.TimeTravel{Reason: change.TravelListBelowCheckpoint, ListRV: rv}
 				}
@@ -98,7 +98,7 @@ func (p *Pipeline) findTravels(ctx context.Context) {
 			checked = append(checked, st)
 			if tt != nil && found == nil {
 				found, finder = tt, st
-				found.FoundIn = t.Resource.ID()
+				found.FoundIn = res.ID()
 			}
 		}
 		for _, st := range checked {

@@ -65,12 +65,12 @@ func TestHeldAheadReadsPastVersionsThatCannotTellAndStopsAtOneThatCan(t *testing
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newestSink{memSink: newMemSink("s"), held: tc.held}
-			tgt := Target{Resource: cms, Current: func(_ context.Context, k change.Key) (change.Entry, bool, error) {
+			tgt := Fixture{Resource: cms, Current: func(_ context.Context, k change.Key) (change.Entry, bool, error) {
 				o, ok := tc.cluster[k.Name]
 				return change.Entry{UID: o.uid, RV: o.rv}, ok, nil
 			}}
-			p := New(Options{}, []Sink{s}, []Target{tgt})
-			tt := p.heldAhead(context.Background(), s, tgt)
+			p := newP(Options{}, []Sink{s}, []Fixture{tgt})
+			tt := p.heldAhead(context.Background(), s, tgt.Target(), cms)
 			switch {
 			case tc.want == "" && tt != nil:
 				t.Errorf("a time travel at %s (held %d, now %d), want none", tt.Key, tt.HeldRV, tt.ListRV)

@@ -19,6 +19,11 @@
 // whether an object a relist or a selector watch no longer shows is gone, left every
 // configured scope, or is another scope's (design §1.9, "Scopes own their keys").
 //
+// A Resolution (resolution.go) follows the configured targets as the server serves them
+// (CRDs created or recreated while running); its Feeds (feed.go) are what the pipeline
+// streams, one per target: each implements pipeline.Target without this package
+// importing the pipeline. ScopesOf gives a spec's scope ids from the spec alone.
+//
 // Watches are read by the stream itself (watch.go, watchstream.go), not by client-go's
 // RetryWatcher and StreamWatcher: one goroutine from the socket to the caller's emit,
 // the response framed by jsonFramer and each envelope read with gjson, over HTTP/1.1 so

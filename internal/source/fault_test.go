@@ -195,11 +195,11 @@ func TestANameACRDCouldServeWaitsForItAndIsResolvedOnceItIsCreated(t *testing.T)
 	if targets[0].Waiting || !targets[1].Waiting || targets[1].Resource.ID() != "gadgets."+group || targets[1].Resource.Scope == "" {
 		t.Fatalf("targets %+v, want configmaps resolved and gadgets waiting, with its scope", targets)
 	}
-	res := source.NewResolution(e.clients, targets, nil)
-	if got, err := res.Resolve(e.ctx, 0); err != nil || got != targets[0].Resource {
+	res := source.NewResolution(e.clients, targets, nil).Feeds(source.Stream{})
+	if got, err := res[0].Resolve(e.ctx); err != nil || got != targets[0].Resource {
 		t.Errorf("Resolve(configmaps) = %+v, %v; want the resolution made at start", got, err)
 	}
-	_, err = res.Resolve(e.ctx, 1)
+	_, err = res[1].Resolve(e.ctx)
 	if f := faultOf(t, err); f.Reason != source.ReasonNotServed {
 		t.Errorf("Resolve(gadgets) before its CRD exists: %v, want reason %q", f, source.ReasonNotServed)
 	}
@@ -211,7 +211,7 @@ func TestANameACRDCouldServeWaitsForItAndIsResolvedOnceItIsCreated(t *testing.T)
 
 	e.createCRD(thingCRD(group, "v1"))
 	e.gadget(group, "v1", "g")
-	got, err := res.Resolve(e.ctx, 1)
+	got, err := res[1].Resolve(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestANameACRDCouldServeWaitsForItAndIsResolvedOnceItIsCreated(t *testing.T)
 	if got != want {
 		t.Errorf("Resolve(gadgets) after its CRD was created = %+v, want %+v", got, want)
 	}
-	tg, scopes := res.Target(1)
+	tg, scopes := res[1].Target()
 	if tg.Waiting || tg.Resource != want {
 		t.Errorf("Target(gadgets) = %+v, want it resolved", tg)
 	}
@@ -243,18 +243,18 @@ func TestACRDRecreatedWithAnotherVersionIsResolvedInThatVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := source.NewResolution(e.clients, targets, nil)
-	if got, err := res.Resolve(e.ctx, 0); err != nil || got.Version != "v1" {
+	res := source.NewResolution(e.clients, targets, nil).Feeds(source.Stream{})
+	if got, err := res[0].Resolve(e.ctx); err != nil || got.Version != "v1" {
 		t.Fatalf("Resolve = %+v, %v; want v1", got, err)
 	}
 	e.deleteCRD("gadgets." + group)
 	e.eventually("discovery to drop the group", func() bool {
-		_, err := res.Resolve(e.ctx, 0)
+		_, err := res[0].Resolve(e.ctx)
 		var f *source.Fault
 		return errors.As(err, &f) && f.Reason == source.ReasonNotServed
 	})
 	e.createCRD(thingCRD(group, "v2beta1"))
-	got, err := res.Resolve(e.ctx, 0)
+	got, err := res[0].Resolve(e.ctx)
 	if err != nil || got.Version != "v2beta1" || got.Kind != "Gadget" {
 		t.Errorf("Resolve after the CRD came back in v2beta1 = %+v, %v", got, err)
 	}

@@ -16,10 +16,11 @@ import (
 // Resolution is the configured targets as the server serves them now (design §1.8: CRDs
 // created, deleted or changing versions while running are followed without a restart).
 // ResolveOrWait resolves them at start, leaving some waiting for their CRD; after a
-// target's stream failed, the pipeline asks for the target again (Resolve) and discovery
-// is asked again: a CRD created at last, or recreated with other versions, is streamed in
-// the version served now. The Scopes of a resource are rebuilt whenever one of its targets
-// is resolved anew, so their lookups read through that version too.
+// target's stream failed, the pipeline asks for the target again (Feed.Resolve) and
+// discovery is asked again: a CRD created at last, or recreated with other versions, is
+// streamed in the version served now. The Scopes of a resource are rebuilt whenever one
+// of its targets is resolved anew, so their lookups read through that version too. The
+// pipeline reaches each target through its Feed (Feeds).
 type Resolution struct {
 	clients *Clients
 	disc    discovery.DiscoveryInterface
@@ -28,7 +29,7 @@ type Resolution struct {
 	mu      sync.Mutex
 	targets []Target
 	scopes  []*Scopes
-	asked   []bool // Resolve was called for the target before
+	asked   []bool // resolve was called for the target before
 }
 
 // NewResolution follows targets (from ResolveOrWait or Resolve) through clients'
@@ -43,38 +44,19 @@ func NewResolution(clients *Clients, targets []Target, log *slog.Logger) *Resolu
 	return r
 }
 
-// Target returns target i as resolved now and the Scopes of its resource: what a new
-// stream of it needs.
-func (r *Resolution) Target(i int) (Target, *Scopes) {
+// target returns target i as resolved now and the Scopes of its resource.
+func (r *Resolution) target(i int) (Target, *Scopes) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.targets[i], r.scopes[i]
 }
 
-// Lookup is target i's pipeline.Target.Lookup: Scopes.Lookup of its resource as
-// resolved at the time of the call.
-func (r *Resolution) Lookup(i int) func(context.Context, map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
-	return func(ctx context.Context, held map[change.Key]change.Entry) (map[change.Key]change.Presence, error) {
-		t, s := r.Target(i)
-		return s.Lookup(ctx, t, held)
-	}
-}
-
-// Current is target i's pipeline.Target.Current: Scopes.Current of its resource as
-// resolved at the time of the call.
-func (r *Resolution) Current(i int) func(context.Context, change.Key) (change.Entry, bool, error) {
-	return func(ctx context.Context, k change.Key) (change.Entry, bool, error) {
-		_, s := r.Target(i)
-		return s.Current(ctx, k)
-	}
-}
-
-// Resolve is target i's pipeline.Target.Resolve: its resource as the server serves it
-// now. The first call answers with the resolution made at start, unless the target
-// waits; every later call (the pipeline asks again only after the target's stream
-// failed) asks discovery. A resource the server does not serve is a Fault with
-// ReasonNotServed; discovery failing is one with ReasonDiscovery.
-func (r *Resolution) Resolve(ctx context.Context, i int) (change.Resource, error) {
+// resolve is target i's resource as the server serves it now (Feed.Resolve). The first
+// call answers with the resolution made at start, unless the target waits; every later
+// call (the pipeline asks again only after the target's stream failed) asks discovery.
+// A resource the server does not serve is a Fault with ReasonNotServed; discovery
+// failing is one with ReasonDiscovery.
+func (r *Resolution) resolve(ctx context.Context, i int) (change.Resource, error) {
 	r.mu.Lock()
 	t := r.targets[i]
 	first := !r.asked[i]

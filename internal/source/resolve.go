@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +27,9 @@ type Spec struct {
 	Namespaces    []string // empty: all namespaces
 	LabelSelector string
 	FieldSelector string
+	// Resync is how often the pipeline relists the spec's targets (Feed.Resync); 0 only
+	// when needed. The source itself does not use it.
+	Resync time.Duration
 }
 
 // Target is a resolved Spec: what one stream lists and watches.
@@ -39,8 +43,15 @@ type Target struct {
 	// the name gave. Its stream fails with a Fault (ReasonNotServed) until a Resolution
 	// resolves it.
 	Waiting bool
+	// Resync is the Spec's.
+	Resync time.Duration
 
 	version string // the version the configured name gave (group/version/resource); "": the server's preferred
+}
+
+// Scope is the target's scope: its id and what it narrows the resource to.
+func (t Target) Scope() Scope {
+	return Scope{ID: t.Resource.Scope, Namespaces: t.Namespaces, LabelSelector: t.LabelSelector, FieldSelector: t.FieldSelector}
 }
 
 // Owns reports whether an object with key k is in the target's namespaces; nil when the
@@ -113,16 +124,16 @@ func resolve(disc discovery.DiscoveryInterface, specs []Spec, wait bool) ([]Targ
 		if parts := strings.Split(strings.TrimSpace(s.Name), "/"); len(parts) > 1 {
 			version = res.Version
 		}
-		for _, one := range perNamespace(s) {
+		for _, sc := range ScopesOf(s) {
 			r := res
-			r.Scope = scope(one)
+			r.Scope = sc.ID
 			id := r.ID() + "#" + r.Scope
 			if prev, dup := seen[id]; dup {
 				return nil, fmt.Errorf("resources[%d]: %q names the same resource and scope as %q", i, s.Name, prev)
 			}
 			seen[id] = s.Name
-			targets = append(targets, Target{Resource: r, Namespaces: one.Namespaces, LabelSelector: s.LabelSelector, FieldSelector: s.FieldSelector,
-				Waiting: waiting, version: version})
+			targets = append(targets, Target{Resource: r, Namespaces: sc.Namespaces, LabelSelector: sc.LabelSelector, FieldSelector: sc.FieldSelector,
+				Waiting: waiting, Resync: s.Resync, version: version})
 		}
 	}
 	return targets, nil
@@ -299,6 +310,29 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// Scope is one scope of a resource: the part of it one target lists and watches.
+type Scope struct {
+	// ID names the scope (change.Resource.Scope; checkpoints are keyed by it): "" for the
+	// whole resource, else a short digest of the namespaces and selectors, which says
+	// nothing to a reader.
+	ID            string
+	Namespaces    []string // empty: every namespace
+	LabelSelector string
+	FieldSelector string
+}
+
+// ScopesOf returns the scopes of spec s, in the order of its targets: one per namespace
+// when it names several (perNamespace), else one. They depend on the spec alone, not on
+// the resource or the server, so a reader of checkpoints (`kube-cdc status`) can name
+// each scope id the daemon writes by its content without asking the cluster.
+func ScopesOf(s Spec) []Scope {
+	var out []Scope
+	for _, one := range perNamespace(s) {
+		out = append(out, Scope{ID: scope(one), Namespaces: one.Namespaces, LabelSelector: one.LabelSelector, FieldSelector: one.FieldSelector})
+	}
+	return out
 }
 
 // scope is "" for a whole resource, else a short digest of the configured subset.

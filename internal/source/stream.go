@@ -65,8 +65,8 @@ type Stream struct {
 
 // NotifyAccepted has the stream call f each time the apiserver accepts one of its
 // watches, from any goroutine: a resource that was degraded is known to stream again
-// even when nothing changes in it (a LIST tells by its events). It is the pipeline's
-// optional Streamer ability (pipeline.AcceptNotifier); call it before Run.
+// even when nothing changes in it (a LIST tells by its events). Feed.Stream passes the
+// pipeline's callback (pipeline.Target.Stream); call it before Run.
 func (s *Stream) NotifyAccepted(f func()) { s.accepted = f }
 
 func (s *Stream) accept() {

@@ -71,19 +71,6 @@ func serverRV(ctx context.Context, c *Clients, t Target, ns string, log *slog.Lo
 	return current, nil
 }
 
-// ServerRV is target i's pipeline.Target.ServerRV: the server's resource version as
-// the target reads it now.
-func (r *Resolution) ServerRV(i int) func(context.Context) (change.RV, error) {
-	return func(ctx context.Context) (change.RV, error) {
-		t, _ := r.Target(i)
-		ns := ""
-		if len(t.Namespaces) == 1 {
-			ns = t.Namespaces[0]
-		}
-		return serverRV(ctx, r.clients, t, ns, r.log)
-	}
-}
-
 // currentLine is logged (debug) for every Current: a LIST of at most one object that is
 // no relist.
 const currentLine = "asked the server for the newest object the sink holds"

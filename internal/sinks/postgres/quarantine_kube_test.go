@@ -74,9 +74,9 @@ func TestAConfigMapWithANulByteIsQuarantinedAndTheStreamGoesOn(t *testing.T) {
 	s.SetMetrics(metrics)
 	p := pipeline.New(pipeline.Options{Cluster: cluster, Log: log,
 		Backoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}},
-		[]pipeline.Sink{s}, []pipeline.Target{{Resource: tg.Resource, Owns: tg.Owns(), NewStream: func() pipeline.Streamer {
+		[]pipeline.Sink{s}, []pipeline.Target{targetOf(tg, func() *source.Stream {
 			return &source.Stream{Clients: clients, Target: tg, Log: log}
-		}}})
+		})})
 	rctx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(rctx) }()

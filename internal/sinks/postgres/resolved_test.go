@@ -71,9 +71,9 @@ func TestAQuietResourcesWatermarkAdvancesOnBookmarksInPostgresAndKafka(t *testin
 	}
 	defer stream.Close()
 	p := pipeline.New(pipeline.Options{Cluster: cluster, Log: log, Backoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}},
-		[]pipeline.Sink{warehouse, stream}, []pipeline.Target{{Resource: tg.Resource, Owns: tg.Owns(), NewStream: func() pipeline.Streamer {
+		[]pipeline.Sink{warehouse, stream}, []pipeline.Target{targetOf(tg, func() *source.Stream {
 			return &source.Stream{Clients: clients, Target: tg, Log: log, WatchTimeout: 3 * time.Second}
-		}}})
+		})})
 	rctx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(rctx) }()
