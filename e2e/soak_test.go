@@ -964,9 +964,11 @@ log:
 		default:
 			// TerminateBackends waits until no session of the database is left, which
 			// the sampler's sessions coming and going would hold off.
-			sampler.paused.Lock()
-			sink.faults[f](n)
-			sampler.paused.Unlock()
+			func() {
+				sampler.paused.Lock()
+				defer sampler.paused.Unlock() // also when the fault fails the test
+				sink.faults[f](n)
+			}()
 		}
 		caughtUp(before, f)
 		done[f]++
