@@ -34,6 +34,9 @@ test: testbin ## Run every test (unit, integration, end-to-end) with -race again
 test-unit: ## Run only the tests that need no server.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+soak: testbin ## Run the soak (not part of make test): the nemesis's properties over KUBE_CDC_SOAK_FAULTS (default 220) faults of every kind, PostgreSQL and Kafka side by side.
+	$(GO) test -tags soak -count=1 -run TestSoak -timeout 300m -v ./e2e/
+
 lint: ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
@@ -44,4 +47,4 @@ bench: testbin ## Run the benchmarks against real servers; they print ratios aga
 demo: testbin build ## Start a throwaway cluster (KWOK nodes) and Postgres, stream a sample workload and a rollout into Postgres (Ctrl-C stops everything).
 	$(GO) run ./hack/demo
 
-.PHONY: help build image testbin test test-unit lint bench demo
+.PHONY: help build image testbin test test-unit soak lint bench demo

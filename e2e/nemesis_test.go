@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,143 +35,44 @@ func TestNemesisKillsRestartsAndExpiredHistoryNeverBreakTheDeliveryContract(t *t
 	dsn := pg.NewDatabase(t)
 	addr := opsFreeAddr(t)
 	cfg := writeConfig(t, opsConfigYAML(dsn, ns, addr, ""))
-	daemons := []*daemon{start(t, "run", "-c", cfg)}
-	current := func() *daemon { return daemons[len(daemons)-1] }
+	d := start(t, "run", "-c", cfg)
 	waitSynced(t, dsn)
 	sampler := startSampler(t, dsn, ns)
 
 	// Writers: 4 goroutines doing random creates, updates and deletes of 40 names, each
-	// writer its own 10, so that after an error (the apiserver restarting) a GET tells
-	// whether the write happened and the history stays complete.
+	// writer its own 10.
 	h := &history{kube: kube}
-	rec := h.configMaps(ns)
-	wctx, stopWriters := context.WithCancel(ctx)
-	var gate sync.RWMutex // writers hold it for reading while they write; a fault can pause them
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 42))
-			live := map[string]*corev1.ConfigMap{}
-			for wctx.Err() == nil {
-				gate.RLock()
-				name := fmt.Sprintf("cm-%d", w*10+r.IntN(10))
-				had := live[name]
-				start := time.Now()
-				var op string
-				var err error
-				var now *corev1.ConfigMap
-				switch {
-				case had == nil:
-					op = "create"
-					now, err = rec.create(ctx, name, map[string]string{"v": "0"})
-				case r.IntN(4) == 0:
-					op = "delete"
-					err = rec.delete(ctx, name, string(had.UID))
-				default:
-					op = "update"
-					c := had.DeepCopy()
-					c.Data["v"] = strconv.Itoa(r.IntN(1000))
-					now, err = rec.update(ctx, c)
-				}
-				if err != nil {
-					if now, err = rec.resolve(ctx, name, had, op, start); err != nil {
-						gate.RUnlock()
-						errs <- err
-						return
-					}
-				}
-				live[name] = now
-				gate.RUnlock()
-				time.Sleep(time.Duration(5+r.IntN(20)) * time.Millisecond)
-			}
-		}()
-	}
-	defer func() {
-		stopWriters()
-		wg.Wait()
-	}()
+	writers := startWriters(ctx, h.configMaps(ns), 4, 42)
+	defer writers.halt()
+	n := &nemesis{t: t, kube: kube, cfg: cfg, addr: addr, daemons: []*daemon{d}, writes: h.len}
 
-	metricOf := func(name string, labels map[string]string) float64 {
-		t.Helper()
-		v, err := metric(addr, name, labels)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return v
-	}
-	res := map[string]string{"resource": "configmaps"}
-	retryable := map[string]string{"sink": "warehouse", "class": "retryable"}
 	// Between faults: 50 writes, and the checkpoint past them.
 	const perFault = 50
-	whileDown := func() {
-		mark := h.len()
-		eventually(t, 30*time.Second, func() error {
-			if n := h.len() - mark; n < 20 {
-				return fmt.Errorf("%d writes while kube-cdc is down", n)
-			}
-			return nil
-		})
-	}
-	// "expire history" expires it under a running kube-cdc, with the writers paused: a
-	// write between ExpireHistory's compaction and its apiserver restart would let the
-	// restarted watch cache start at kube-cdc's own RV, and no 410 would come. "kill -9,
-	// expire history" expires it while kube-cdc is down and the writers go on: the
-	// restart resumes from a checkpoint the compaction passed.
+	// "expire history" expires it under a running kube-cdc, with the writers paused;
+	// "kill -9, expire history" expires it while kube-cdc is down and the writers go on
+	// (nemesis.expireHistory and nemesis.killExpire say why).
 	faults := []string{"kill -9", "SIGTERM", "expire history", "restart postgres", "kill -9, expire history"}
 	for _, f := range faults {
 		t.Logf("nemesis: %s (%d writes so far)", f, h.len())
 		mark := h.len()
 		switch f {
 		case "kill -9":
-			_ = current().cmd.Process.Kill()
-			<-current().done
-			whileDown()
-			daemons = append(daemons, start(t, "run", "-c", cfg))
+			n.kill9()
 		case "SIGTERM":
-			if code := current().stop(syscall.SIGTERM); code != 0 {
-				t.Errorf("exit code %d after SIGTERM, want 0", code)
-			}
-			whileDown()
-			daemons = append(daemons, start(t, "run", "-c", cfg))
+			n.sigterm()
 		case "kill -9, expire history":
-			_ = current().cmd.Process.Kill()
-			<-current().done
-			whileDown()
-			if err := kube.ExpireHistory(ctx); err != nil {
-				t.Fatal(err)
-			}
-			whileDown()
-			daemons = append(daemons, start(t, "run", "-c", cfg))
-			waitMetricAbove(t, current(), addr, "kube_cdc_gone_total", res, 0, 60*time.Second)
-			waitMetricAbove(t, current(), addr, "kube_cdc_relists_total", res, 0, 60*time.Second)
+			n.killExpire()
 		case "expire history":
-			gone, relists := metricOf("kube_cdc_gone_total", res), metricOf("kube_cdc_relists_total", res)
-			gate.Lock()
-			err := kube.ExpireHistory(ctx)
-			gate.Unlock()
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitMetricAbove(t, current(), addr, "kube_cdc_gone_total", res, gone, 60*time.Second)
-			waitMetricAbove(t, current(), addr, "kube_cdc_relists_total", res, relists, 60*time.Second)
+			n.expireHistory(writers)
 		case "restart postgres":
-			failed := metricOf("kube_cdc_sink_errors_total", retryable)
-			if err := pg.Restart(ctx); err != nil {
-				t.Fatal(err)
-			}
-			waitMetricAbove(t, current(), addr, "kube_cdc_sink_errors_total", retryable, failed, 60*time.Second)
+			n.restartPostgres(pg, "warehouse")
 		}
 		waitCaughtUp(t, dsn, h, mark, perFault, 60*time.Second)
 	}
-	stopWriters()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range writers.halt() {
 		t.Fatal(err)
 	}
+	daemons, current := n.daemons, n.current
 	writes := h.all()
 	t.Logf("%d writes acknowledged by the apiserver", len(writes))
 	if len(writes) < len(faults)*perFault {
@@ -190,8 +86,8 @@ func TestNemesisKillsRestartsAndExpiredHistoryNeverBreakTheDeliveryContract(t *t
 	if sampler.check(t, writes, daemons...) == 0 {
 		t.Errorf("no sample checked a write: the checkpoint-vs-rows property was not tested")
 	}
-	if n := len(relistsOf(daemons...)); n < 3 {
-		t.Errorf("%d relists in the logs, want at least 3 (the first start and each expiry of the history)", n)
+	if k := len(relistsOf(daemons...)); k < 3 {
+		t.Errorf("%d relists in the logs, want at least 3 (the first start and each expiry of the history)", k)
 	}
 	if code := current().stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("exit code %d after the final SIGTERM, want 0", code)
@@ -266,6 +162,28 @@ func checkDeliveredInEpoch(t *testing.T, rows []epochRow, epoch int, writes []ac
 		}
 	}
 	t.Logf("epoch %d: %d writes, %d missing, %d across a relist %v, %d changes rows", epoch, len(writes), missing, exempt, relists, len(in))
+}
+
+// orderViolations checks per-key order across epochs: per key and epoch, RVs grow in id
+// order, and a key's epochs never go back.
+func orderViolations(rows []epochRow) []string {
+	type keyEpoch struct {
+		name  string
+		epoch int
+	}
+	var out []string
+	last := map[keyEpoch]epochRow{}
+	lastEpoch := map[string]int{}
+	for _, r := range rows {
+		if p, ok := last[keyEpoch{r.name, r.epoch}]; ok && r.rv <= p.rv {
+			out = append(out, fmt.Sprintf("%s: changes row %d (%s@%d) comes after row %d (%s@%d) of epoch %d: per-key order by id is not by RV", r.name, r.id, r.op, r.rv, p.id, p.op, p.rv, r.epoch))
+		}
+		if e, ok := lastEpoch[r.name]; ok && r.epoch < e {
+			out = append(out, fmt.Sprintf("%s: changes row %d of epoch %d comes after a row of epoch %d", r.name, r.id, r.epoch, e))
+		}
+		last[keyEpoch{r.name, r.epoch}], lastEpoch[r.name] = r, r.epoch
+	}
+	return out
 }
 
 // waitCaughtUpInEpoch waits until the ConfigMaps' checkpoint is in epoch and past the
@@ -384,81 +302,9 @@ func TestNemesisEtcdRestorePoisonObjectsAndCRDChurnNeverBreakTheDeliveryContract
 
 	// Writers: 3 goroutines doing random creates, updates and deletes, each of its own 10
 	// names. After a restore each reads back what the cluster now holds of its names.
-	h := &history{kube: kube}
-	cms := cs.CoreV1().ConfigMaps(ns)
-	wctx, stopWriters := context.WithCancel(ctx)
-	var gate sync.RWMutex // writers hold it for reading while they write; a fault pauses them
-	var restores atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 12))
-			live := map[string]*corev1.ConfigMap{}
-			seen := int32(0)
-			for wctx.Err() == nil {
-				gate.RLock()
-				err := func() error {
-					if n := restores.Load(); n != seen {
-						seen = n
-						for i := range 10 {
-							name := fmt.Sprintf("cm-%d", w*10+i)
-							c, err := cms.Get(ctx, name, metav1.GetOptions{})
-							switch {
-							case apierrors.IsNotFound(err):
-								delete(live, name)
-							case err != nil:
-								return err
-							default:
-								live[name] = c
-							}
-						}
-					}
-					name := fmt.Sprintf("cm-%d", w*10+r.IntN(10))
-					had := live[name]
-					start := time.Now()
-					switch {
-					case had == nil:
-						c, err := cms.Create(ctx, configMap(ns, name, map[string]string{"v": "0"}), metav1.CreateOptions{})
-						if err != nil {
-							return err
-						}
-						h.record(ackedWrite{name, "create", string(c.UID), rvInt(c.ResourceVersion), start, time.Now()})
-						live[name] = c
-					case r.IntN(4) == 0:
-						err := cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &had.UID}})
-						if err != nil {
-							return err
-						}
-						h.record(ackedWrite{name, "delete", string(had.UID), 0, start, time.Now()})
-						delete(live, name)
-					default:
-						c := had.DeepCopy()
-						c.Data = map[string]string{"v": strconv.Itoa(r.IntN(1000))}
-						c, err := cms.Update(ctx, c, metav1.UpdateOptions{})
-						if err != nil {
-							return err
-						}
-						h.record(ackedWrite{name, "update", string(c.UID), rvInt(c.ResourceVersion), start, time.Now()})
-						live[name] = c
-					}
-					return nil
-				}()
-				gate.RUnlock()
-				if err != nil {
-					errs <- err
-					return
-				}
-				time.Sleep(time.Duration(5+r.IntN(20)) * time.Millisecond)
-			}
-		}()
-	}
-	defer func() {
-		stopWriters()
-		wg.Wait()
-	}()
+	h := &history{kube: k}
+	writers := startWriters(ctx, h.configMaps(ns), 3, 12)
+	defer writers.halt()
 	const perFault = 50
 
 	t.Logf("nemesis: poison (%d writes so far)", h.len())
@@ -494,9 +340,9 @@ func TestNemesisEtcdRestorePoisonObjectsAndCRDChurnNeverBreakTheDeliveryContract
 	waitCaughtUpInEpoch(t, d, dsn, h, mark, perFault, 0)
 
 	t.Logf("nemesis: backup, poison fixed (%d writes so far)", h.len())
-	gate.Lock()
+	writers.Gate.Lock()
 	backup, err := k.BackupEtcd(ctx)
-	gate.Unlock()
+	writers.Gate.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,28 +352,25 @@ func TestNemesisEtcdRestorePoisonObjectsAndCRDChurnNeverBreakTheDeliveryContract
 	waitCaughtUpInEpoch(t, d, dsn, h, mark, perFault, 0) // all lost by the restore
 
 	t.Logf("nemesis: etcd restore (%d writes so far)", h.len())
-	gate.Lock()
+	writers.Gate.Lock()
 	restoreMark, logMark := h.len(), len(d.log())
 	if err := k.RestoreEtcd(ctx, backup); err != nil {
-		gate.Unlock()
+		writers.Gate.Unlock()
 		t.Fatal(err)
 	}
 	// Writers wait until kube-cdc has seen the cluster behind its checkpoint: writes past
 	// it first would hide the restore from the probe before the watch (the case only the
 	// start check's newest held object can reveal; TestAfterAnEtcdRestoreWhoseRVsPassed…).
 	waitMetricAbove(t, d, addr, "kube_cdc_time_travels_total", map[string]string{"resource": "configmaps"}, 0, 60*time.Second)
-	restores.Add(1)
-	gate.Unlock()
+	writers.restores.Add(1)
+	writers.Gate.Unlock()
 	// The poison is back at the version the backup had: quarantined again, in epoch 1.
 	waitQuarantine(t, d, dsn, ns, "poison", rvInt(poison.ResourceVersion), 1, false)
 	waitCaughtUpInEpoch(t, d, dsn, h, restoreMark, perFault, 1)
 	setData(t, cs, ns, "poison", "fixed again")
 	waitQuarantine(t, d, dsn, ns, "poison", rvInt(poison.ResourceVersion), 1, true)
 
-	stopWriters()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range writers.halt() {
 		t.Fatal(err)
 	}
 	writes := h.all()
@@ -540,20 +383,8 @@ func TestNemesisEtcdRestorePoisonObjectsAndCRDChurnNeverBreakTheDeliveryContract
 	log := d.log()
 	checkDeliveredInEpoch(t, rows, 0, writes[:restoreMark], configMapRelists(log[:logMark]))
 	checkDeliveredInEpoch(t, rows, 1, writes[restoreMark:], configMapRelists(log[logMark:]))
-	type keyEpoch struct {
-		name  string
-		epoch int
-	}
-	last := map[keyEpoch]epochRow{}
-	lastEpoch := map[string]int{}
-	for _, r := range rows {
-		if p, ok := last[keyEpoch{r.name, r.epoch}]; ok && r.rv <= p.rv {
-			t.Errorf("%s: changes row %d (%s@%d) comes after row %d (%s@%d) of epoch %d: per-key order by id is not by RV", r.name, r.id, r.op, r.rv, p.id, p.op, p.rv, r.epoch)
-		}
-		if e, ok := lastEpoch[r.name]; ok && r.epoch < e {
-			t.Errorf("%s: changes row %d of epoch %d comes after a row of epoch %d", r.name, r.id, r.epoch, e)
-		}
-		last[keyEpoch{r.name, r.epoch}], lastEpoch[r.name] = r, r.epoch
+	for _, v := range orderViolations(rows) {
+		t.Error(v)
 	}
 	if n := len(writersLines(log, "quarantined a change PostgreSQL cannot store")); n != 2 {
 		t.Errorf("%d quarantine warnings, want 2 (the poison in each epoch)", n)

@@ -115,11 +115,15 @@ func (r recorder) create(ctx context.Context, name string, data map[string]strin
 	return c, err
 }
 
-// update writes c (with its resourceVersion, if set, as a precondition).
+// update writes c (with its resourceVersion, if set, as a precondition). An update that
+// changes nothing (the same data again) is answered with the object as it was, at its old
+// RV: no write happened, and none is recorded (recorded, its old RV would seem to come
+// after writes acknowledged before it began).
 func (r recorder) update(ctx context.Context, c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	start := time.Now()
+	sent := c.ResourceVersion
 	c, err := r.h.cms(r.ns).Update(ctx, c, metav1.UpdateOptions{})
-	if err == nil {
+	if err == nil && (sent == "" || c.ResourceVersion != sent) {
 		r.h.record(ackedWrite{c.Name, "update", string(c.UID), rvInt(c.ResourceVersion), start, time.Now()})
 	}
 	return c, err
@@ -301,22 +305,26 @@ func indexRows(rows []changeRow) rowIndex {
 // shows reports whether the rows show writes[i]: a create or update at its RV with its
 // uid (a relist's snapshot row may call an update a create), a delete of its uid within
 // its RV range, observed rather than inferred.
-func (c *contract) shows(x rowIndex, i int) bool {
+func (c *contract) shows(x rowIndex, i int) bool { return len(c.showing(x, i)) > 0 }
+
+// showing returns the rows that show writes[i] (see shows).
+func (c *contract) showing(x rowIndex, i int) []changeRow {
 	w := c.writes[i]
+	var out []changeRow
 	if w.op == "delete" {
 		for _, r := range x.deletesOf[w.uid] {
 			if r.name == w.name && c.lo[i] <= r.rv && r.rv <= c.hi[i] {
-				return true
+				out = append(out, r)
 			}
 		}
-		return false
+		return out
 	}
 	for _, r := range x.byRV[w.name+"@"+strconv.FormatInt(w.rv, 10)] {
 		if r.uid == w.uid && (r.op == w.op || r.snapshot) {
-			return true
+			out = append(out, r)
 		}
 	}
-	return false
+	return out
 }
 
 // checkDelivered checks, once the writes stopped and kube-cdc caught up, that every
