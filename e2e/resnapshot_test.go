@@ -194,3 +194,42 @@ func TestAResnapshotWritesNothingToKafkaAndWithFullOneSnapshotRecordPerObject(t 
 	}
 	stopOK(t, d)
 }
+
+// Found by the soak (issue 24): after an etcd restore under a running daemon, a resnapshot
+// asked was never answered. The daemon's watch of the signal ConfigMap resumed from a
+// resource version the restored cluster had gone back below, and delivered nothing. The
+// signals are now also read every signal.PollInterval, so the request is answered.
+func TestAResnapshotAskedAfterAnEtcdRestoreUnderARunningDaemonIsAnswered(t *testing.T) {
+	t.Parallel() // a control plane of its own: it restores etcd
+	k := privatePlane(t)
+	cs := k.Clientset()
+	ctx := context.Background()
+	ns, sig := namespace(t, "rr"), namespace(t, "rr-sig")
+	for _, n := range []string{"a", "b", "c"} {
+		setData(t, cs, ns, n, "1")
+	}
+	backup, err := k.BackupEtcd(ctx) // before the signal ConfigMap exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := pg.NewDatabase(t)
+	cfg := writeConfig(t, opsConfigYAML(dsn, ns, "", fmt.Sprintf("leaderElection:\n  namespace: %s\n  name: kube-cdc-rr\n", sig)))
+	d := start(t, "run", "-c", cfg)
+	waitSynced(t, dsn)
+	if out := resnapshotCLI(t, cfg, "configmaps"); !regexpRow(out, 3, 0) {
+		t.Fatalf("resnapshot before the restore printed\n%s\nwant a row with 3 listed, 0 written", out)
+	}
+	// The signal watch is now past the backup; more writes put it further.
+	for i := range 20 {
+		setData(t, cs, ns, "a", fmt.Sprintf("2-%d", i))
+	}
+	if err := k.RestoreEtcd(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	out := resnapshotCLI(t, cfg, "configmaps")
+	if !regexpRow(out, 3, 0) && !regexpRow(out, 3, 3) {
+		t.Errorf("resnapshot after the restore printed\n%s\nwant a row for configmaps with 3 listed", out)
+	}
+	stillRunning(t, d)
+	stopOK(t, d)
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,9 +79,24 @@ type Relister interface {
 // Serve answers the requests of ConfigMap ns/name, one at a time, until ctx ends: every
 // request without a final result (one left "running" by a replica that lost the lease is
 // answered again). Run it only while leading.
+//
+// Requests arrive by a watch of the ConfigMap and, every PollInterval, by a read of it: a
+// watch resumed from a resource version the cluster no longer reaches (an etcd restored
+// from a backup goes back below it) delivers nothing for a long while, and a request
+// written then must not wait for it.
 func Serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity string, r Relister, log *slog.Logger) error {
+	return serve(ctx, cs, ns, name, identity, r, log, PollInterval)
+}
+
+// PollInterval is how often Serve reads the ConfigMap besides watching it.
+const PollInterval = 10 * time.Second
+
+func serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity string, r Relister, log *slog.Logger, poll time.Duration) error {
 	answered := map[string]bool{}
-	return watchConfigMap(ctx, cs, ns, name, func(cm *corev1.ConfigMap) (bool, error) {
+	var mu sync.Mutex // one request at a time, whichever path found it
+	handle := func(cm *corev1.ConfigMap) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		for key, raw := range cm.Data {
 			id, ok := strings.CutPrefix(key, requestPrefix)
 			if !ok || answered[id] {
@@ -115,7 +131,30 @@ func Serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity stri
 			}
 		}
 		return false, nil
-	})
+	}
+	pctx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	defer func() { stopPoll(); <-polled }()
+	go func() {
+		defer close(polled)
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+			}
+			cm, err := cs.CoreV1().ConfigMaps(ns).Get(pctx, name, metav1.GetOptions{})
+			if err == nil {
+				_, err = handle(cm)
+			}
+			if err != nil && !apierrors.IsNotFound(err) && pctx.Err() == nil {
+				log.Warn("cannot read the resnapshot requests; trying again", "configmap", ns+"/"+name, "in", poll.String(), "error", err)
+			}
+		}
+	}()
+	return watchConfigMap(ctx, cs, ns, name, handle)
 }
 
 // Ask writes req (a new ID when empty) into ConfigMap ns/name, creating it when missing,
