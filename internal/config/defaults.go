@@ -72,7 +72,7 @@ func sinkDefaults(typ string) map[string]any {
 				"topic":             kafka.DefaultTopic,
 				"partitions":        kafka.DefaultPartitions,
 				"replicationFactor": kafka.DefaultReplicationFactor,
-				"compression":       "none",
+				"compression":       kafka.DefaultCompression,
 				"batchTimeout":      kafka.DefaultBatchTimeout,
 				"writeTimeout":      kafka.DefaultWriteTimeout,
 				"maxMessageBytes":   0, // what the brokers accept
