@@ -29,8 +29,8 @@ import (
 // (schema, cluster, sink) before it writes anything (ClaimWriter), on a connection of its
 // own outside the pool so that it stays held, and keeps it for the sink's lifetime:
 //
-//   - A process that finds the lock taken (and still taken writerTiming.Grace later) refuses to
-//     start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
+//   - A process that finds the lock taken (and still taken writerTiming.Grace later)
+//     refuses to start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
 //     connected since). With --wait (ClaimOrWait) it logs the holder once and waits
 //     (pg_advisory_lock, woken every writerTiming.WarnEvery by lock_timeout), listed in pg_locks
 //     as a waiter, until the holder stops.
@@ -38,8 +38,8 @@ import (
 //     not stop at the lock of an old leader whose session lingers (a frozen process keeps
 //     its connection, and its lock, alive): it writes at once and takes the lock in the
 //     background when it comes free.
-//   - The holder looks for waiters every writerTiming.CheckEvery and sets the ConcurrentWriters
-//     gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
+//   - The holder looks for waiters every writerTiming.CheckEvery and sets the
+//     ConcurrentWriters gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
 //   - A session lock dies with its connection: a crashed holder's lock is released when
 //     PostgreSQL sees the connection close (server-side TCP keepalives, set short on this
 //     connection, cover a vanished host), and a waiter takes it over at once. A holder
