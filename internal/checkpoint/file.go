@@ -12,6 +12,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -29,7 +30,8 @@ import (
 // Commits of an interval are written together (pending.go).
 type File struct {
 	db       *bolt.DB
-	interval time.Duration // FileOptions.FlushInterval
+	interval time.Duration              // FileOptions.FlushInterval
+	clock    clock.WithDelayedExecution // FileOptions.Clock: times the flush interval
 
 	// flushMu orders the writes of the file (flushes, intents, forgotten scopes): one at a
 	// time, each carrying every Commit made before it began.
@@ -38,7 +40,7 @@ type File struct {
 	mu       sync.Mutex
 	pending  *overlay    // Commits not yet being written; never nil
 	flushing *overlay    // the Commits the write holding flushMu is writing; nil when none
-	timer    *time.Timer // the flush due for pending; nil when none is
+	timer    clock.Timer // the flush due for pending; nil when none is
 	flushErr error       // the last flush's error, until one succeeds
 	closed   bool
 }
@@ -54,6 +56,18 @@ type FileOptions struct {
 	// and Close writes what is pending. 0, the default: every Commit is durable when it
 	// returns.
 	FlushInterval time.Duration
+	// Clock times FlushInterval; default the real clock. Tests pass a fake one
+	// (k8s.io/utils/clock/testing) and step it to the flush.
+	Clock clock.WithDelayedExecution
+}
+
+// withDefaults fills FileOptions' defaults.
+func (o FileOptions) withDefaults() FileOptions {
+	o.FlushInterval = max(o.FlushInterval, 0)
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
 }
 
 var (
@@ -72,6 +86,7 @@ func OpenFile(path string) (*File, error) { return OpenFileWith(path, FileOption
 
 // OpenFileWith is OpenFile with options.
 func OpenFileWith(path string, o FileOptions) (*File, error) {
+	o = o.withDefaults()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: 5 * time.Second,
 		// etcd's settings: the free page list is not written at each commit (a pair of
@@ -92,7 +107,7 @@ func OpenFileWith(path string, o FileOptions) (*File, error) {
 		db.Close()
 		return nil, fmt.Errorf("open checkpoint file %s: %w", path, err)
 	}
-	return &File{db: db, interval: max(o.FlushInterval, 0), pending: &overlay{}}, nil
+	return &File{db: db, interval: o.FlushInterval, clock: o.Clock, pending: &overlay{}}, nil
 }
 
 func resourceBucketName(res change.Resource) []byte {
@@ -449,7 +464,9 @@ func (f *File) applyLocked(id bucketID, b change.Batch, file func() (*bolt.Bucke
 // already, nothing is pending or the file is closed.
 func (f *File) armLocked() {
 	if f.interval > 0 && f.timer == nil && !f.closed && !f.pending.empty() {
-		f.timer = time.AfterFunc(f.interval, f.flushDue)
+		// On a goroutine of its own, as time.AfterFunc does: a fake clock calls the func
+		// while it holds its lock, which the flush's timer.Stop takes.
+		f.timer = f.clock.AfterFunc(f.interval, func() { go f.flushDue() })
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -135,15 +136,29 @@ func TestGroupedCommitsAreReadAtOnceAndReachTheFileOnlyWithTheFlush(t *testing.T
 	}
 }
 
-func TestTheFlushIntervalWritesPendingCommitsByItself(t *testing.T) {
-	f, _ := openGrouped(t, 5*time.Millisecond)
+func TestTheFlushIntervalWritesPendingCommitsByItselfWhenItsClockReachesTheInterval(t *testing.T) {
+	// An hour on a fake clock: only the steps below can bring the flush.
+	clk := clocktesting.NewFakeClock(time.Now())
+	f, err := OpenFileWith(filepath.Join(t.TempDir(), "state.db"), FileOptions{FlushInterval: time.Hour, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
 	mustCommit(t, f, "s", change.Batch{Resource: configmaps, Checkpoint: 7, Changes: []change.Change{upsert("ns", "a", uidA, 7)}})
 	durable := make(chan struct{})
 	f.WhenDurable(func() { close(durable) })
+	if !clk.HasWaiters() {
+		t.Fatal("a Commit with a flush interval armed no timer on the store's clock")
+	}
+	clk.Step(time.Hour - time.Millisecond)
+	if rv, keys := inFile(t, f, "s", configmaps); rv != 0 || len(keys) != 0 {
+		t.Fatalf("before the interval the file holds %v, %v; want nothing", rv, keys)
+	}
+	clk.Step(time.Millisecond)
 	select {
 	case <-durable:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no flush within 10 s of a 5 ms flush interval")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no flush within 30 s of the fake clock reaching the flush interval")
 	}
 	if rv, keys := inFile(t, f, "s", configmaps); rv != 7 || len(keys) != 1 {
 		t.Errorf("after the interval's flush the file holds %v, %v", rv, keys)

@@ -13,8 +13,10 @@ import (
 
 // Defaults of the keys outside lists, as koanf key paths. Where a package owns a default
 // (its options' Default… constants) this reads it rather than copying the literal; the
-// kubernetes and leaderElection keys are defined here because the packages behind them
-// (source, leader) import client-go, which config must not.
+// kubernetes and leaderElection keys are spelled out here because the packages behind
+// them (source, leader) import client-go, which config must not: defaults_test.go holds
+// those that the packages default too (source.DefaultPageSize, source.ListAuto,
+// leader.DefaultLeaseDuration, …) to the packages' constants.
 func defaults() map[string]any {
 	identity, _ := os.Hostname()
 	return map[string]any{
@@ -72,7 +74,7 @@ func sinkDefaults(typ string) map[string]any {
 				"topic":             kafka.DefaultTopic,
 				"partitions":        kafka.DefaultPartitions,
 				"replicationFactor": kafka.DefaultReplicationFactor,
-				"compression":       "none",
+				"compression":       kafka.DefaultCompression,
 				"batchTimeout":      kafka.DefaultBatchTimeout,
 				"writeTimeout":      kafka.DefaultWriteTimeout,
 				"maxMessageBytes":   0, // what the brokers accept

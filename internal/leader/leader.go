@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 )
 
 // ErrLostLease is wrapped by the error Run returns when this replica stopped being the
@@ -36,17 +37,31 @@ type Options struct {
 	RenewDeadline time.Duration
 	// RetryPeriod is the wait between attempts to acquire or renew. Default 2s.
 	RetryPeriod time.Duration
+	// Clock times the renew deadline's watchdog (when the last renewal started, and how
+	// old it is); default the real clock. Tests pass a fake one
+	// (k8s.io/utils/clock/testing). client-go's elector keeps its own real clock.
+	Clock clock.WithTicker
 }
+
+// Options' defaults.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
 
 func (o Options) withDefaults() (Options, error) {
 	if o.LeaseDuration == 0 {
-		o.LeaseDuration = 15 * time.Second
+		o.LeaseDuration = DefaultLeaseDuration
 	}
 	if o.RenewDeadline == 0 {
-		o.RenewDeadline = 10 * time.Second
+		o.RenewDeadline = DefaultRenewDeadline
 	}
 	if o.RetryPeriod == 0 {
-		o.RetryPeriod = 2 * time.Second
+		o.RetryPeriod = DefaultRetryPeriod
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	switch {
 	case o.Namespace == "":
@@ -83,7 +98,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log *sl
 			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
 		},
-		log: log,
+		log:   log,
+		clock: opts.Clock,
 	}
 
 	// The elector runs on its own context so that, when ctx ends while we lead, lead
@@ -167,7 +183,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log *sl
 // acquired the lease, and when its latest successful renewal started, for the watchdog.
 type fencedLock struct {
 	resourcelock.Interface
-	log *slog.Logger
+	log   *slog.Logger
+	clock clock.WithTicker // Options.Clock
 
 	acquired  atomic.Bool
 	renewedAt atomic.Int64 // unix nanoseconds at the start of the last successful write
@@ -177,14 +194,14 @@ type fencedLock struct {
 }
 
 func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	start := time.Now()
+	start := l.clock.Now()
 	err := l.Interface.Create(ctx, r)
 	l.observe(start, r, err)
 	return err
 }
 
 func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	start := time.Now()
+	start := l.clock.Now()
 	err := l.Interface.Update(ctx, r)
 	l.observe(start, r, err)
 	return err
@@ -237,14 +254,14 @@ func (l *fencedLock) report(err error) {
 func (l *fencedLock) watchdog(ctx context.Context, deadline, period time.Duration, expired func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
-		t := time.NewTicker(max(period/4, 10*time.Millisecond))
+		t := l.clock.NewTicker(max(period/4, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				if time.Since(time.Unix(0, l.renewedAt.Load())) > deadline {
+			case <-t.C():
+				if l.clock.Since(time.Unix(0, l.renewedAt.Load())) > deadline {
 					expired()
 					return
 				}

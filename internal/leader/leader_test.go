@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	goruntime "runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // fast timings: a standby takes over 2s after the last renewal.
@@ -263,5 +265,35 @@ func TestOptionsAreChecked(t *testing.T) {
 		if err := Run(t.Context(), c, o, nil, lead); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
+	}
+}
+
+// The watchdog reads its lock's clock: on a fake one, the lead context's end comes when
+// the clock, not the wall, puts the last renewal past the renew deadline.
+func TestTheWatchdogExpiresWhenItsClockPutsTheLastRenewalPastTheDeadline(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	l := &fencedLock{log: testLog(t), clock: clk}
+	l.renewedAt.Store(clk.Now().UnixNano())
+	expired := make(chan struct{})
+	stop := l.watchdog(t.Context(), 10*time.Second, 2*time.Second, func() { close(expired) })
+	defer stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the watchdog set no ticker on its clock within 30 s")
+		}
+		goruntime.Gosched()
+	}
+	clk.Step(10 * time.Second) // at the deadline, not past it
+	select {
+	case <-expired:
+		t.Fatal("the watchdog expired with the last renewal exactly the deadline old")
+	default:
+	}
+	clk.Step(time.Second)
+	select {
+	case <-expired:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watchdog did not expire within 30 s of its clock passing the deadline")
 	}
 }

@@ -21,15 +21,16 @@ type Feed struct {
 }
 
 // Feeds returns the Feed of every target, in order. Each stream of a target is a copy
-// of stream (its Clients, PageSize, Transform, Log, …) with the target and the Scopes of
-// its resource as resolved when it starts.
+// of stream (its Clients, PageSize, Transform, Log, …) with its defaults filled
+// (Stream.withDefaults) and the target and the Scopes of its resource as resolved when
+// it starts.
 func (r *Resolution) Feeds(stream Stream) []*Feed {
 	out := make([]*Feed, len(r.targets))
 	for i := range out {
 		// Which keys a target examines and whether it sweeps depend on the namespaces of
 		// its resource's targets, which a resolution anew does not change.
 		t, s := r.target(i)
-		out[i] = &Feed{r: r, i: i, stream: stream, start: t, owns: s.Owns(t), sweeps: s.Sweeps(t)}
+		out[i] = &Feed{r: r, i: i, stream: stream.withDefaults(), start: t, owns: s.Owns(t), sweeps: s.Sweeps(t)}
 	}
 	return out
 }

@@ -32,7 +32,7 @@ type Stream struct {
 	// that left every scope (an inferred delete, ReasonOutOfScope) and one deleted from the
 	// cluster. Nil: every DELETED event is a delete.
 	Scopes    *Scopes
-	PageSize  int64 // LIST page size; default 500
+	PageSize  int64 // LIST page size; default DefaultPageSize
 	Transform *Transform
 	// Backoff spaces retries of failed relists and watches. Its delays are waited on
 	// Clock: Backoff.Clock is not used here.
@@ -63,6 +63,25 @@ type Stream struct {
 	accepted func()     // see NotifyAccepted
 }
 
+// DefaultPageSize is Stream.PageSize's default: the LIST page size.
+const DefaultPageSize = 500
+
+// withDefaults fills Stream's defaults (PageSize, Clock, Transform): the one place that
+// does. Resolution.Feeds fills its template with it; Run runs on a filled copy, so a
+// Stream built by hand works too and is left as it was built.
+func (s Stream) withDefaults() Stream {
+	if s.PageSize <= 0 {
+		s.PageSize = DefaultPageSize
+	}
+	if s.Clock == nil {
+		s.Clock = clock.RealClock{}
+	}
+	if s.Transform == nil {
+		s.Transform = &Transform{}
+	}
+	return s
+}
+
 // NotifyAccepted has the stream call f each time the apiserver accepts one of its
 // watches, from any goroutine: a resource that was degraded is known to stream again
 // even when nothing changes in it (a LIST tells by its events). Feed.Stream passes the
@@ -82,15 +101,12 @@ func (s *Stream) accept() {
 // no integer), which time may heal and the pipeline retries later, or a configuration
 // error (a Secret resource to redact without a digest key).
 func (s *Stream) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
-	if s.PageSize <= 0 {
-		s.PageSize = 500
-	}
-	if s.Clock == nil {
-		s.Clock = clock.RealClock{}
-	}
-	if s.Transform == nil {
-		s.Transform = &Transform{}
-	}
+	run := s.withDefaults()
+	return run.run(ctx, from, emit)
+}
+
+// run is Run on a Stream whose defaults are filled.
+func (s *Stream) run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
 	id := s.Target.Resource.ID()
 	if s.Target.Waiting {
 		return fault(s.Target.Resource, ReasonNotServed, fmt.Errorf("resource %s: the server does not serve it (yet)", id))

@@ -17,14 +17,6 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
 )
 
-// Checkpoint defaults of a Kafka sink: a file store unless configured; the kafka store's
-// topic.
-const (
-	DefaultCheckpointType = checkpoint.TypeFile
-	TypeKafkaCheckpoint   = "kafka"
-	DefaultOffsetsTopic   = "kube-cdc.offsets.{cluster}"
-)
-
 // OpenCheckpoint opens the checkpoint store cp selects for a Kafka sink with these
 // options: kafka (a compacted offsets topic on the sink's own brokers, with its TLS and
 // SASL, and the key index rebuilt from the sink's data topics), or one of the stores
@@ -33,7 +25,7 @@ func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkp
 	if !strings.EqualFold(cp.Type, TypeKafkaCheckpoint) {
 		return checkpoint.Open(cp)
 	}
-	opts = withDefaults(opts)
+	opts = opts.withDefaults()
 	tr, err := NewTransport(opts)
 	if err != nil {
 		return nil, err

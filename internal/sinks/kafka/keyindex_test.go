@@ -95,7 +95,7 @@ func TestKeyIndexRebuildFrom20kRecords(t *testing.T) {
 	}
 	start := time.Now()
 	count := 0
-	err := topicKeyIndex(withDefaults(Options{Brokers: []string{k.Addr()}}), "prod")(ctx, deployments, func(change.Key, change.Entry) error { count++; return nil })
+	err := topicKeyIndex(Options{Brokers: []string{k.Addr()}}.withDefaults(), "prod")(ctx, deployments, func(change.Key, change.Entry) error { count++; return nil })
 	d := time.Since(start)
 	if err != nil {
 		t.Fatal(err)

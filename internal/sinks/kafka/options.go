@@ -1,6 +1,41 @@
 package kafka
 
-import "time"
+import (
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+)
+
+// Defaults of Options, every one of them here; withDefaults fills them, and the config
+// layer (internal/config/defaults.go) reads them.
+const (
+	// DefaultTopic is the default topic template.
+	DefaultTopic             = "kube.{cluster}.{group}.{resource}"
+	DefaultPartitions        = 6
+	DefaultReplicationFactor = 1
+	DefaultCompression       = "none"
+	DefaultBatchTimeout      = 5 * time.Millisecond
+	DefaultWriteTimeout      = 10 * time.Second
+	// DefaultMaxMessageBytes is the record size limit when the brokers do not say theirs
+	// (DescribeConfigs refused or unsupported): 1 MiB, just under Kafka's own default
+	// message.max.bytes (1048588).
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultDeadLetterTopic is the default dead-letter topic template: the data topic's
+	// name and ".quarantine".
+	DefaultDeadLetterTopic = "{topic}.quarantine"
+	// DefaultResolvedTopic is the default resolved topic template: one topic per cluster,
+	// beside the data topics (kube.{cluster}.{group}.{resource} has one more part, so the
+	// two never collide).
+	DefaultResolvedTopic = "kube.{cluster}.resolved"
+)
+
+// Checkpoint defaults of a Kafka sink: a file store unless configured; the kafka store's
+// topic.
+const (
+	DefaultCheckpointType = checkpoint.TypeFile
+	TypeKafkaCheckpoint   = "kafka"
+	DefaultOffsetsTopic   = "kube-cdc.offsets.{cluster}"
+)
 
 // Options configures the Kafka sink: the `sinks[].kafka` config keys.
 type Options struct {
@@ -14,7 +49,7 @@ type Options struct {
 	CreateTopics      bool `koanf:"createTopics"`
 	Partitions        int  `koanf:"partitions"`        // default DefaultPartitions
 	ReplicationFactor int  `koanf:"replicationFactor"` // default DefaultReplicationFactor
-	// Compression: none | gzip | snappy | lz4 | zstd. Default none.
+	// Compression: none | gzip | snappy | lz4 | zstd. Default DefaultCompression (none).
 	Compression string `koanf:"compression"`
 	// BatchTimeout has no effect: it was how long kafka-go's Writer waited to fill a batch,
 	// and the sink now sends every chunk at once (produce.Producer). Kept so that configs
@@ -47,6 +82,37 @@ type Options struct {
 	ResolvedTopic string `koanf:"resolvedTopic"`
 	TLS           TLS    `koanf:"tls"`
 	SASL          SASL   `koanf:"sasl"`
+}
+
+// withDefaults fills Options' documented defaults: the one place that does, called by
+// every entry point that takes Options (New, OpenCheckpoint, ReadQuarantine,
+// DeadLetterTopicExists). MaxMessageBytes' default is the brokers' limit, read by New.
+func (o Options) withDefaults() Options {
+	if o.Topic == "" {
+		o.Topic = DefaultTopic
+	}
+	if o.Partitions <= 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.ReplicationFactor <= 0 {
+		o.ReplicationFactor = DefaultReplicationFactor
+	}
+	if o.Compression == "" {
+		o.Compression = DefaultCompression
+	}
+	if o.BatchTimeout <= 0 {
+		o.BatchTimeout = DefaultBatchTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.DeadLetterTopic == "" {
+		o.DeadLetterTopic = DefaultDeadLetterTopic
+	}
+	if o.ResolvedTopic == "" {
+		o.ResolvedTopic = DefaultResolvedTopic
+	}
+	return o
 }
 
 // TLS configures the connection to the brokers.

@@ -29,10 +29,6 @@ import (
 // as fits, with what identifies it in headers; then the checkpoint moves on, and the change
 // is logged at warn and counted (Metrics.Quarantined).
 
-// DefaultDeadLetterTopic is the default dead-letter topic template: the data topic's name
-// and ".quarantine".
-const DefaultDeadLetterTopic = "{topic}.quarantine"
-
 // Headers of quarantine records: HeaderQuarantined marks a stub in the data topic; a
 // dead-letter record carries HeaderOp, HeaderRV, HeaderResource and (from epoch 1 on)
 // HeaderEpoch of the record it holds, and the others.
@@ -382,7 +378,7 @@ func (r QuarantinedRecord) Version() change.Version { return change.Version{Epoc
 // later version replaced a record is for the caller to tell, from the key index: an entry
 // with the same uid, epoch and RV is still the stub.
 func ReadQuarantine(ctx context.Context, cluster string, opts Options, res change.Resource, tail int64) (map[change.Key]QuarantinedRecord, error) {
-	opts = withDefaults(opts)
+	opts = opts.withDefaults()
 	topic := DeadLetterTopicName(opts.DeadLetterTopic, opts.Topic, cluster, res)
 	tr, err := NewTransport(opts)
 	if err != nil {
@@ -439,7 +435,7 @@ func ReadQuarantine(ctx context.Context, cluster string, opts Options, res chang
 // with its name, for `kube-cdc check`: a missing one is created on the first quarantined
 // change when CreateTopics is set, and otherwise leaves such changes in the log only.
 func DeadLetterTopicExists(ctx context.Context, cluster string, opts Options, res change.Resource) (topic string, exists bool, err error) {
-	opts = withDefaults(opts)
+	opts = opts.withDefaults()
 	topic = DeadLetterTopicName(opts.DeadLetterTopic, opts.Topic, cluster, res)
 	tr, err := NewTransport(opts)
 	if err != nil {

@@ -21,9 +21,6 @@ const (
 	HeaderEpoch = "kube-cdc.epoch"
 )
 
-// DefaultTopic is the default topic template.
-const DefaultTopic = "kube.{cluster}.{group}.{resource}"
-
 // TopicName expands a topic template for one resource of one cluster: {cluster},
 // {group} ("core" for the core group), {version} and {resource}; anything else is kept as
 // it is. It runs for every batch, so it scans the template itself rather than build a

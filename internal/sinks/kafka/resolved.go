@@ -14,11 +14,6 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
-// DefaultResolvedTopic is the default resolved topic template: one topic per cluster,
-// beside the data topics (kube.{cluster}.{group}.{resource} has one more part, so the
-// two never collide).
-const DefaultResolvedTopic = "kube.{cluster}.resolved"
-
 // ResolvedTopicName expands the resolved topic template for one resource: {topic} is its
 // data topic (TopicName of dataTemplate), the other placeholders are TopicName's.
 func ResolvedTopicName(template, dataTemplate, cluster string, res change.Resource) string {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -19,50 +18,12 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/produce"
 )
 
-// Defaults of Options.
-const (
-	DefaultPartitions        = 6
-	DefaultReplicationFactor = 1
-	DefaultBatchTimeout      = 5 * time.Millisecond
-	DefaultWriteTimeout      = 10 * time.Second
-	// DefaultMaxMessageBytes is the record size limit when the brokers do not say theirs
-	// (DescribeConfigs refused or unsupported): 1 MiB, just under Kafka's own default
-	// message.max.bytes (1048588).
-	DefaultMaxMessageBytes = 1 << 20
-)
-
 // writerBatchSize is the most records a chunk puts on one partition (one record batch
 // of one produce request): 512 records of ~1.5 KB already reach writerBatchBytes;
 // produce cuts bigger pipeline batches into chunks that go out one after the other. (The
 // name is from kafka-go's Writer, whose BatchSize it was; the Writer allocated that many
 // message slots for every partition batch, which is why it is not larger.)
 const writerBatchSize = 512
-
-// withDefaults fills Options' documented defaults.
-func withDefaults(o Options) Options {
-	if o.Topic == "" {
-		o.Topic = DefaultTopic
-	}
-	if o.Partitions <= 0 {
-		o.Partitions = DefaultPartitions
-	}
-	if o.ReplicationFactor <= 0 {
-		o.ReplicationFactor = DefaultReplicationFactor
-	}
-	if o.BatchTimeout <= 0 {
-		o.BatchTimeout = DefaultBatchTimeout
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.DeadLetterTopic == "" {
-		o.DeadLetterTopic = DefaultDeadLetterTopic
-	}
-	if o.ResolvedTopic == "" {
-		o.ResolvedTopic = DefaultResolvedTopic
-	}
-	return o
-}
 
 // Sink writes change batches to Kafka topics and keeps its checkpoints and key index in a
 // checkpoint.Store. See the package documentation for the record contract.
@@ -109,7 +70,7 @@ func New(ctx context.Context, name, cluster string, opts Options, store checkpoi
 	if log == nil {
 		log = slog.Default()
 	}
-	opts = withDefaults(opts)
+	opts = opts.withDefaults()
 	comp, err := compression(opts.Compression)
 	if err != nil {
 		return nil, retry.Terminal(fmt.Errorf("kafka sink %s: %w", name, err))

@@ -39,7 +39,8 @@ type Sink struct {
 	retentionBusy atomic.Bool
 	lastRetention atomic.Int64 // unix nanoseconds
 
-	writers writers // the writer lock (writers.go), held once ClaimWriter starts it
+	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
+	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
 }
 
 // withDefaults fills the defaults of every field that has one (Migrate's default, true,
@@ -87,7 +88,8 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 	s := &Sink{
 		name: name, cluster: cluster, opts: opts, log: log,
 		pool: pool, password: password,
-		sql: newStatements(opts.Schema),
+		sql:          newStatements(opts.Schema),
+		writerTiming: defaultWriterTiming(),
 	}
 	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql)
 	s.exchange = roundtrip.New(pool)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
@@ -28,17 +29,17 @@ import (
 // (schema, cluster, sink) before it writes anything (ClaimWriter), on a connection of its
 // own outside the pool so that it stays held, and keeps it for the sink's lifetime:
 //
-//   - A process that finds the lock taken (and still taken writerGrace later) refuses to
-//     start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
+//   - A process that finds the lock taken (and still taken writerTiming.Grace later)
+//     refuses to start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
 //     connected since). With --wait (ClaimOrWait) it logs the holder once and waits
-//     (pg_advisory_lock, woken every writerWarnEvery by lock_timeout), listed in pg_locks
+//     (pg_advisory_lock, woken every writerTiming.WarnEvery by lock_timeout), listed in pg_locks
 //     as a waiter, until the holder stops.
 //   - Under leader election (ClaimFenced) the lease already fences, and a new leader must
 //     not stop at the lock of an old leader whose session lingers (a frozen process keeps
 //     its connection, and its lock, alive): it writes at once and takes the lock in the
 //     background when it comes free.
-//   - The holder looks for waiters every writerCheckEvery and sets the ConcurrentWriters
-//     gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
+//   - The holder looks for waiters every writerTiming.CheckEvery and sets the
+//     ConcurrentWriters gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
 //   - A session lock dies with its connection: a crashed holder's lock is released when
 //     PostgreSQL sees the connection close (server-side TCP keepalives, set short on this
 //     connection, cover a vanished host), and a waiter takes it over at once. A holder
@@ -50,20 +51,34 @@ import (
 // Keys differ per database by construction (advisory locks are per database), so the key
 // hashes only the schema, cluster and sink name.
 
-// writerWarnEvery is how long one wait for the lock lasts before the holder is looked at
-// again (and named again in the log if it changed).
-var writerWarnEvery = time.Minute
+// writerTiming paces the writer lock. Every Sink holds defaultWriterTiming(); tests of
+// this package shorten its periods or give it a fake clock before ClaimWriter.
+type writerTiming struct {
+	// WarnEvery is how long one wait for the lock lasts before the holder is looked at
+	// again (and named again in the log if it changed).
+	WarnEvery time.Duration
+	// Grace is how long a process started without --wait waits for a held lock before it
+	// refuses: long enough for the session of a holder that has just died to end.
+	Grace time.Duration
+	// CheckEvery is how often the holder looks for waiters (and so notices a dead
+	// connection).
+	CheckEvery time.Duration
+	// Backoff paces reconnects of the lock's connection; its delays are waited on Clock.
+	Backoff retry.Backoff
+	// Clock times CheckEvery and Backoff's delays. WarnEvery and Grace are the server's
+	// lock_timeout, timed by PostgreSQL.
+	Clock clock.Clock
+}
 
-// writerGrace is how long a process started without --wait waits for a held lock before
-// it refuses: long enough for the session of a holder that has just died to end.
-var writerGrace = 5 * time.Second
-
-// writerCheckEvery is how often the holder looks for waiters (and so notices a dead
-// connection).
-var writerCheckEvery = 10 * time.Second
-
-// writerBackoff paces reconnects of the lock's connection.
-var writerBackoff = retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+func defaultWriterTiming() writerTiming {
+	return writerTiming{
+		WarnEvery:  time.Minute,
+		Grace:      5 * time.Second,
+		CheckEvery: 10 * time.Second,
+		Backoff:    retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		Clock:      clock.RealClock{},
+	}
+}
 
 // WritersMetrics is the optional metrics hook of the writer lock, probed on the Metrics
 // given to SetMetrics; *metrics.Metrics implements it.
@@ -189,6 +204,7 @@ func setApplicationName(cc *pgconn.Config) {
 // writerLock holds a sink's writer lock in the background until stop.
 type writerLock struct {
 	s      *Sink
+	timing writerTiming // the Sink's, as ClaimWriter found it
 	key    int64
 	cfg    *pgx.ConnConfig
 	cancel context.CancelFunc
@@ -205,7 +221,7 @@ type writerLock struct {
 type ClaimPolicy int
 
 const (
-	// ClaimOrRefuse refuses to write (ErrWriterLockHeld) once writerGrace has passed.
+	// ClaimOrRefuse refuses to write (ErrWriterLockHeld) once writerTiming.Grace has passed.
 	ClaimOrRefuse ClaimPolicy = iota
 	// ClaimOrWait waits for the holder to let go (`kube-cdc run --wait`).
 	ClaimOrWait
@@ -229,10 +245,10 @@ func (s *Sink) ClaimWriter(ctx context.Context, policy ClaimPolicy) error {
 	var err error
 	s.writers.once.Do(func() {
 		cfg := s.pool.Config().ConnConfig.Copy()
-		// A wait for the lock ends every writerWarnEvery to look again; no other timeout of
+		// A wait for the lock ends every writerTiming.WarnEvery to look again; no other timeout of
 		// the DSN may end it. Short server-side keepalives free the lock of a holder whose
 		// host vanished within about a minute.
-		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(writerWarnEvery.Milliseconds(), 10)
+		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(s.writerTiming.WarnEvery.Milliseconds(), 10)
 		cfg.RuntimeParams["statement_timeout"] = "0"
 		cfg.RuntimeParams["tcp_keepalives_idle"] = "30"
 		cfg.RuntimeParams["tcp_keepalives_interval"] = "10"
@@ -242,7 +258,7 @@ func (s *Sink) ClaimWriter(ctx context.Context, policy ClaimPolicy) error {
 		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 2 * time.Second}
 		}
-		l := &writerLock{s: s, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg, others: -1, policy: policy}
+		l := &writerLock{s: s, timing: s.writerTiming, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg, others: -1, policy: policy}
 		hctx, cancel := context.WithCancel(context.Background())
 		if policy == ClaimFenced {
 			l.cancel, l.done = cancel, make(chan struct{})
@@ -298,12 +314,12 @@ func (l *writerLock) acquire(ctx context.Context) (*pgx.Conn, error) {
 		if errors.Is(err, ErrWriterLockHeld) || retry.IsTerminal(err) {
 			return nil, err
 		}
-		d := writerBackoff.Delay(attempt)
+		d := l.timing.Backoff.Delay(attempt)
 		l.s.log.Warn("writer lock: cannot reach PostgreSQL; retrying", "sink", l.s.name, "in", d.Round(time.Millisecond).String(), "error", err)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(d):
+		case <-l.timing.Clock.After(d):
 		}
 	}
 }
@@ -326,7 +342,7 @@ func (l *writerLock) close(conn *pgx.Conn) {
 }
 
 // take takes the lock on conn: under ClaimOrRefuse only when it is free (within
-// writerGrace); else waiting for it, logging the holder once and again whenever another
+// writerTiming.Grace); else waiting for it, logging the holder once and again whenever another
 // process holds it.
 func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, policy ClaimPolicy) error {
 	var logged string
@@ -349,8 +365,8 @@ func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, policy ClaimPolic
 		holder := holderOf(others)
 		if policy == ClaimOrRefuse {
 			// The holder may be a process that has just died, its session not yet ended
-			// (a kill -9 and an immediate restart): give it writerGrace to go.
-			got, err := l.lockWithin(ctx, conn, writerGrace)
+			// (a kill -9 and an immediate restart): give it writerTiming.Grace to go.
+			got, err := l.lockWithin(ctx, conn, l.timing.Grace)
 			if err != nil || got {
 				return err
 			}
@@ -401,7 +417,7 @@ func (l *writerLock) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Dura
 	default:
 		return false, classify(err, l.s.password)
 	}
-	if err := setTimeout(writerWarnEvery); err != nil {
+	if err := setTimeout(l.timing.WarnEvery); err != nil {
 		return false, classify(err, l.s.password)
 	}
 	return pgErr == nil, nil
@@ -427,7 +443,7 @@ func (l *writerLock) stop() {
 	<-l.done
 }
 
-// hold keeps the lock on conn until ctx ends, looking for waiters every writerCheckEvery.
+// hold keeps the lock on conn until ctx ends, looking for waiters every writerTiming.CheckEvery.
 // A lost connection is reopened with backoff and the lock taken again; when another
 // process took it meanwhile, hold records that (lost) and ends.
 func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
@@ -440,13 +456,13 @@ func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 			return
 		}
 		for conn = nil; conn == nil; attempt++ {
-			d := writerBackoff.Delay(attempt)
+			d := l.timing.Backoff.Delay(attempt)
 			l.s.log.Debug("writer lock: connection lost, reconnecting", "sink", l.s.name,
 				"in", d.Round(time.Millisecond).String(), "error", classify(err, l.s.password))
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(d):
+			case <-l.timing.Clock.After(d):
 			}
 			if conn, err = l.connect(ctx); err != nil {
 				continue
@@ -472,7 +488,7 @@ func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// watch looks for waiters on conn every writerCheckEvery until the connection fails or
+// watch looks for waiters on conn every writerTiming.CheckEvery until the connection fails or
 // ctx ends.
 func (l *writerLock) watch(ctx context.Context, conn *pgx.Conn) error {
 	for {
@@ -493,7 +509,7 @@ func (l *writerLock) watch(ctx context.Context, conn *pgx.Conn) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(writerCheckEvery):
+		case <-l.timing.Clock.After(l.timing.CheckEvery):
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
@@ -64,15 +66,19 @@ func (g *writersGauge) get(sink string) (int, bool) {
 	return n, ok
 }
 
-// writersTiming shortens the writer lock's periods for one test.
-func writersTiming(t *testing.T, check, warn time.Duration) {
-	oc, ow := writerCheckEvery, writerWarnEvery
-	writerCheckEvery, writerWarnEvery = check, warn
-	t.Cleanup(func() { writerCheckEvery, writerWarnEvery = oc, ow })
+// writerPeriods shortens the writer lock's periods for one test's sinks.
+func writerPeriods(check, warn time.Duration) func(*writerTiming) {
+	return func(wt *writerTiming) { wt.CheckEvery, wt.WarnEvery = check, warn }
 }
 
-// openWriter opens a sink on dsn with its own log and gauge, without claiming.
-func openWriter(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) {
+// writerGrace sets the grace of a refusing claim for one test's sinks.
+func writerGrace(d time.Duration) func(*writerTiming) {
+	return func(wt *writerTiming) { wt.Grace = d }
+}
+
+// openWriter opens a sink on dsn with its own log and gauge, its writer lock paced by the
+// defaults as tune changes them, without claiming.
+func openWriter(t *testing.T, dsn, name string, tune ...func(*writerTiming)) (*Sink, *writersLog, *writersGauge) {
 	t.Helper()
 	l, g := &writersLog{}, &writersGauge{}
 	s, err := New(testCtx(t), name, cluster, Options{DSN: dsn, Migrate: true}, slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -80,14 +86,17 @@ func openWriter(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGau
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	for _, f := range tune {
+		f(&s.writerTiming)
+	}
 	s.SetMetrics(g)
 	return s, l, g
 }
 
 // writer opens a sink on dsn that holds its writer lock.
-func writer(t *testing.T, dsn, name string) (*Sink, *writersLog, *writersGauge) {
+func writer(t *testing.T, dsn, name string, tune ...func(*writerTiming)) (*Sink, *writersLog, *writersGauge) {
 	t.Helper()
-	s, l, g := openWriter(t, dsn, name)
+	s, l, g := openWriter(t, dsn, name, tune...)
 	if err := s.ClaimWriter(testCtx(t), ClaimOrRefuse); err != nil {
 		t.Fatal(err)
 	}
@@ -103,17 +112,14 @@ func waitGauge(t *testing.T, g *writersGauge, sink string, want int, within time
 }
 
 func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
-	writersTiming(t, 100*time.Millisecond, time.Minute)
-	ow := writerGrace
-	writerGrace = 200 * time.Millisecond
-	t.Cleanup(func() { writerGrace = ow })
+	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute), writerGrace(200 * time.Millisecond)}
 	dsn := pg.NewDatabase(t)
-	_, _, aGauge := writer(t, dsn, "warehouse")
+	_, _, aGauge := writer(t, dsn, "warehouse", timing...)
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
 	// A sink of another name is another writer.
-	writer(t, dsn, "archive")
+	writer(t, dsn, "archive", timing...)
 
-	b, _, _ := openWriter(t, dsn, "warehouse")
+	b, _, _ := openWriter(t, dsn, "warehouse", timing...)
 	err := b.ClaimWriter(testCtx(t), ClaimOrRefuse)
 	if !errors.Is(err, ErrWriterLockHeld) || !retry.IsTerminal(err) {
 		t.Fatalf("the second writer's claim: %v, want a terminal ErrWriterLockHeld", err)
@@ -138,12 +144,10 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 }
 
 func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T) {
-	ow := writerGrace
-	writerGrace = time.Minute
-	t.Cleanup(func() { writerGrace = ow })
+	timing := []func(*writerTiming){writerGrace(time.Minute)}
 	dsn := pg.NewDatabase(t)
-	a, _, _ := writer(t, dsn, "warehouse")
-	b, _, _ := openWriter(t, dsn, "warehouse")
+	a, _, _ := writer(t, dsn, "warehouse", timing...)
+	b, _, _ := openWriter(t, dsn, "warehouse", timing...)
 	claimed := make(chan error, 1)
 	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrRefuse) }()
 	eventually(t, 10*time.Second, "the second claim waiting in pg_locks", func() bool {
@@ -162,11 +166,11 @@ func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T
 }
 
 func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
-	writersTiming(t, 100*time.Millisecond, time.Minute)
+	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
-	a, aLog, aGauge := writer(t, dsn, "warehouse")
+	a, aLog, aGauge := writer(t, dsn, "warehouse", timing...)
 
-	b, bLog, bGauge := openWriter(t, dsn, "warehouse")
+	b, bLog, bGauge := openWriter(t, dsn, "warehouse", timing...)
 	claimed := make(chan error, 1)
 	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrWait) }()
 	eventually(t, 10*time.Second, "the waiter names the holder", func() bool {
@@ -206,6 +210,34 @@ func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
 	}
 }
 
+// The holder's looks for waiters are timed by the writer lock's clock: on a fake one, a
+// waiter is seen only once the clock is stepped to the next look.
+func TestWritersTheHolderLooksForWaitersWhenItsClockReachesTheNextLook(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	dsn := pg.NewDatabase(t)
+	a, _, aGauge := writer(t, dsn, "warehouse", func(wt *writerTiming) { wt.CheckEvery, wt.Clock = time.Hour, clk })
+	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second) // the first look, at once
+	eventually(t, 10*time.Second, "the holder waiting on its clock for the next look", clk.HasWaiters)
+
+	b, _, _ := openWriter(t, dsn, "warehouse")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	claimed := make(chan error, 1)
+	go func() { claimed <- b.ClaimWriter(ctx, ClaimOrWait) }()
+	defer func() {
+		cancel()
+		<-claimed
+	}()
+	eventually(t, 10*time.Second, "a waiter in pg_locks", func() bool {
+		ws, err := a.Writers(testCtx(t))
+		return err == nil && len(ws) == 2
+	})
+	if n, _ := aGauge.get("warehouse"); n != 0 {
+		t.Fatalf("the holder saw %d waiters before its clock reached the next look", n)
+	}
+	clk.Step(time.Hour)
+	waitGauge(t, aGauge, "warehouse", 1, 20*time.Second)
+}
+
 func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 	dsn := pg.NewDatabase(t)
 	writer(t, dsn, "warehouse")
@@ -233,9 +265,9 @@ func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 }
 
 func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T) {
-	writersTiming(t, 100*time.Millisecond, time.Minute)
+	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
-	_, _, g := writer(t, dsn, "warehouse")
+	_, _, g := writer(t, dsn, "warehouse", timing...)
 	waitGauge(t, g, "warehouse", 0, 10*time.Second)
 	db := mustURL(t, dsn).Path[1:]
 	if err := pg.TerminateBackends(testCtx(t), db); err != nil {
@@ -254,20 +286,18 @@ func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T
 }
 
 func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t *testing.T) {
-	writersTiming(t, 100*time.Millisecond, time.Minute)
 	// The holder reconnects after 3s: time enough for the other one to take the lock.
-	ob := writerBackoff
-	writerBackoff = retry.Backoff{Initial: 3 * time.Second, Max: 3 * time.Second}
-	t.Cleanup(func() { writerBackoff = ob })
+	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute),
+		func(wt *writerTiming) { wt.Backoff = retry.Backoff{Initial: 3 * time.Second, Max: 3 * time.Second} }}
 	dsn := pg.NewDatabase(t)
-	a, aLog, aGauge := writer(t, dsn, "warehouse")
+	a, aLog, aGauge := writer(t, dsn, "warehouse", timing...)
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
 	write(t, a, batch(5, cm("a", "u-a", 5, change.OpCreate)))
 
 	if err := pg.TerminateBackends(testCtx(t), mustURL(t, dsn).Path[1:]); err != nil {
 		t.Fatal(err)
 	}
-	writer(t, dsn, "warehouse") // takes the lock the holder lost with its connection
+	writer(t, dsn, "warehouse", timing...) // takes the lock the holder lost with its connection
 	eventually(t, 20*time.Second, "the first sink says it lost the lock", func() bool {
 		return aLog.count("another process took the sink over") == 1
 	})
@@ -291,10 +321,10 @@ func TestWritersApplicationNameKeepsThePidWithinPostgreSQLsLimit(t *testing.T) {
 // session (and the lock) alive: the new leader must write at once, and take the lock in
 // the background once the old session ends.
 func TestWritersAFencedClaimWritesAtOnceAndTakesTheLockWhenItComesFree(t *testing.T) {
-	writersTiming(t, 100*time.Millisecond, time.Minute)
+	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
-	a, _, _ := writer(t, dsn, "warehouse")
-	b, bLog, _ := openWriter(t, dsn, "warehouse")
+	a, _, _ := writer(t, dsn, "warehouse", timing...)
+	b, bLog, _ := openWriter(t, dsn, "warehouse", timing...)
 	if err := b.ClaimWriter(testCtx(t), ClaimFenced); err != nil {
 		t.Fatalf("a fenced claim beside a holder: %v, want nil at once", err)
 	}
