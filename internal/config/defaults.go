@@ -14,9 +14,10 @@ import (
 // Defaults of the keys outside lists, as koanf key paths. Where a package owns a default
 // (its options' Default… constants) this reads it rather than copying the literal; the
 // kubernetes and leaderElection keys are spelled out here because the packages behind
-// them (source, leader) import client-go, which config must not: defaults_test.go holds
-// those that the packages default too (source.DefaultPageSize, source.ListAuto,
-// leader.DefaultLeaseDuration, …) to the packages' constants.
+// them (source, leader) import client-go, which config must not:
+// cmd/kube-cdc/defaults_test.go holds those that the packages default too
+// (source.DefaultPageSize, source.ListAuto, leader.DefaultLeaseDuration, …) to the
+// packages' constants.
 func defaults() map[string]any {
 	identity, _ := os.Hostname()
 	return map[string]any{

@@ -145,7 +145,11 @@ func serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity stri
 				return
 			case <-t.C:
 			}
-			cm, err := cs.CoreV1().ConfigMaps(ns).Get(pctx, name, metav1.GetOptions{})
+			// The read outlives a stop (Serve waits for it): a request cut by its context
+			// makes client-go log an error, and a clean shutdown logs none.
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), poll)
+			cm, err := cs.CoreV1().ConfigMaps(ns).Get(gctx, name, metav1.GetOptions{})
+			cancel()
 			if err == nil {
 				_, err = handle(cm)
 			}
