@@ -57,8 +57,8 @@ type Kubernetes struct {
 	// ListMode says how a relist reads a collection: auto (a streaming list where the
 	// server supports it, found out once per resource, else a paged LIST), stream
 	// (WatchList only; a server without it is an error) or paged. Default auto, as
-	// client-go's reflector: no copy of the collection held by the apiserver, at parity
-	// with paged in time and CPU (docs/benchmarks.md, "List modes").
+	// client-go's reflector: no copy of the collection held by the apiserver, no more CPU
+	// than paged (docs/benchmarks.md, "Issue 24: streaming lists by default").
 	ListMode string `koanf:"listMode"`
 	// RelistJitter: after 410 Gone (or a time travel) each resource waits a random delay
 	// up to this long before it relists, so that an apiserver restart does not make every
