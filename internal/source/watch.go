@@ -161,11 +161,11 @@ func (w *watcher) follow(ctx context.Context) error {
 	first := make(chan watchRead, 1)
 	go func() { ev, err := ws.next(); first <- watchRead{ev, err} }()
 	var r watchRead
-	timer := s.Clock.NewTimer(establishAfter)
+	timer := time.NewTimer(establishAfter) // the real clock, as pace's: Clock times backoffs
 	select {
 	case r = <-first:
 		timer.Stop()
-	case <-timer.C():
+	case <-timer.C:
 		if err := w.establish(ctx); err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func (w *watcher) follow(ctx context.Context) error {
 }
 
 // establishAfter is how long a watch that delivers nothing must stay open, without an
-// error, for its stream to count as established.
+// error, for its stream to count as established (on the real clock).
 const establishAfter = time.Second
 
 // watchRead is one read of a watch response.
