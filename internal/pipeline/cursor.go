@@ -178,7 +178,7 @@ func (c *cursor) handle(ev change.Event) error {
 		c.add(ev.Change)
 		c.pending = ev.Change.RV
 	case change.Established:
-		c.establish()
+		return c.establish()
 	case change.Progress:
 		if ev.RV > c.pending {
 			if len(c.batch) == 0 {
@@ -239,15 +239,23 @@ func (c *cursor) apply(s diffStep) {
 
 // establish records that the stream is established: the cursor is live (ready) once
 // what was handled before is committed.
-func (c *cursor) establish() {
+func (c *cursor) establish() error {
 	if c.live.Load() {
-		return
+		return nil
 	}
-	if !c.dirty() && c.inflight == nil && c.committed > 0 {
+	// The write under way may be the last for a while (a quiet resource): wait for it
+	// here rather than leave it to see liveAt, which it may have looked at already.
+	if err := c.wait(); err != nil {
+		return err
+	}
+	if !c.dirty() && c.committed > 0 {
 		c.live.Store(true)
-		return
+		return nil
 	}
+	// What is handled and not yet written goes with a later write, which makes the
+	// cursor live once it commits liveAt (set before that write starts).
 	c.liveAt.Store(uint64(max(c.pending, 1)))
+	return nil
 }
 
 // loadEpoch reads the epoch of the sink's checkpoint, when the sink keeps one.
