@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kube-cdc/kube-cdc/internal/asof"
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+)
+
+// asOfOptions are the flags of `kube-cdc as-of`.
+type asOfOptions struct {
+	namespace string // with the flag unset: every namespace
+	output    string // table | yaml | json
+	sink      string // a PostgreSQL sink's name; "": the first PostgreSQL sink
+}
+
+func newAsOfCmd() *cobra.Command {
+	var opts asOfOptions
+	cmd := configCommand("as-of TIME RESOURCE",
+		"Show every object of a resource as kube-cdc had observed it at a moment, from a PostgreSQL sink",
+		func(cmd *cobra.Command, cfg *config.Config) error {
+			args := cmd.Flags().Args()
+			return runAsOf(cmd.Context(), cmd.OutOrStdout(), cfg, args[0], args[1], cmd.Flags().Changed("namespace"), opts, time.Now())
+		})
+	cmd.Args = cobra.ExactArgs(2)
+	cmd.Long = `Show every object of RESOURCE in the configured cluster as a PostgreSQL sink had observed it
+at TIME, printed like kubectl get: the newest version kube-cdc had received at or before
+TIME, for each object not deleted by then (the SQL function as_of; README.md, "As of a
+moment"). "Observed" is kube-cdc's time of receipt: a change made while kube-cdc was not
+running shows from the relist that found it, an object deleted meanwhile disappears at the
+relist that inferred its delete.
+
+TIME is an RFC 3339 time (2026-05-01T14:03:00Z), "now", or a duration back from now
+(15m, 1h30m, "2h ago"; -15m only after "--"). RESOURCE is named as in the config (plural,
+plural.group, group/version/resource or kind) and matched against the resources the sink
+records, so as-of needs only the database. Without -n every namespace is shown.`
+	fs := cmd.Flags()
+	fs.StringVarP(&opts.namespace, "namespace", "n", "", "only this namespace (default: every namespace; \"\" for cluster-scoped objects)")
+	fs.StringVarP(&opts.output, "output", "o", "table", "table, yaml or json (yaml and json: a List of the objects)")
+	fs.StringVar(&opts.sink, "sink", "", "the PostgreSQL sink to read (default: the first one configured)")
+	return cmd
+}
+
+func runAsOf(ctx context.Context, w io.Writer, cfg *config.Config, when, resourceName string, nsSet bool, opts asOfOptions, now time.Time) error {
+	if !slices.Contains(asof.Outputs, opts.output) {
+		return fmt.Errorf("--output %q: want %s", opts.output, strings.Join(asof.Outputs, ", "))
+	}
+	at, err := asof.ParseTime(when, now)
+	if err != nil {
+		return err
+	}
+	if at.After(now) {
+		return fmt.Errorf("TIME %q: %s is in the future", when, history.FormatTime(at))
+	}
+	sc, err := historySink(cfg, opts.sink)
+	if err != nil {
+		return err
+	}
+	o := *sc.Postgres
+	o.Migrate = false // reading only: never change the schema
+	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	recorded, err := s.RecordedResources(ctx)
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	res, err := history.MatchRecorded(resourceName, recorded)
+	if err != nil {
+		return fmt.Errorf("sink %s, cluster %s: %w", sc.Name, cfg.Cluster, err)
+	}
+	objs, err := s.AsOf(ctx, postgres.AsOfQuery{At: at, Group: res.Group, Resource: res.Resource,
+		Namespace: opts.namespace, AllNamespaces: !nsSet})
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	return asof.Print(w, objs, at, opts.output, !nsSet)
+}
