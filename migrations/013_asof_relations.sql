@@ -8,9 +8,10 @@
 -- descent of this index per key. observed_at leads after the key so that, once changes is
 -- partitioned by month on observed_at, each key's scan reads the newest partition at or
 -- before the moment first (an ordered append) and the later ones are pruned. Building it
--- takes a SHARE lock on changes (writes wait) for as long as the build lasts:
+-- takes a SHARE lock on changes (writes wait) for as long as the build lasts; IF NOT
+-- EXISTS lets an operator build it beforehand without that lock (CONCURRENTLY):
 -- docs/operations.md, "Upgrading to migration 013".
-CREATE INDEX changes_key_observed ON changes (cluster, api_group, resource, namespace, name, observed_at, id);
+CREATE INDEX IF NOT EXISTS changes_key_observed ON changes (cluster, api_group, resource, namespace, name, observed_at, id);
 
 -- owners and lineage find an owner by the uid its ownerReferences name.
 CREATE INDEX objects_live_uid ON objects (cluster, uid) WHERE deleted_at IS NULL;
