@@ -6,7 +6,8 @@
 // Pages (every filter and range lives in the URL, so a link reproduces the view):
 //   - / the timeline: changes per minute, hour or day in the range, stacked by resource,
 //     deletes and inferred deletes apart; below it the feed of that range, newest first
-//     (id DESC, the write order), keyset paginated (before=ID), filtered by cluster,
+//     (observed_at DESC, id DESC), keyset paginated (before=ID&before_at=TIME, the last
+//     row shown; migration 015 has an index per filter), filtered by cluster,
 //     namespace, resource, name, op, snapshot/inferred/observed and, when actors exist,
 //     user. The chart is drawn by uPlot (static/uPlot.*, built by `make ui-assets` from
 //     web/package-lock.json) and static/timeline.js; without JavaScript the feed, the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,8 +20,8 @@ import (
 
 // feedRow is one row of the feed as the page shows it.
 type feedRow struct {
-	id                                  int64
-	op, resource, namespace, name, user string
+	id                                      int64
+	at, op, resource, namespace, name, user string // at: the observed time as shown, which sorts as text
 }
 
 var rowRE = regexp.MustCompile(`(?s)<tr class="op-(\w+)[^"]*" data-id="(\d+)">(.*?)</tr>`)
@@ -36,7 +37,7 @@ func feedRows(t *testing.T, body string) []feedRow {
 		text := func(i int) string {
 			return html.UnescapeString(strings.TrimSpace(tagRE.ReplaceAllString(cells[i][1], "")))
 		}
-		r := feedRow{id: id, op: m[1], resource: text(2), namespace: text(3), name: text(4)}
+		r := feedRow{id: id, at: text(0), op: m[1], resource: text(2), namespace: text(3), name: text(4)}
 		if len(cells) == 9 {
 			r.user = text(7)
 		}
@@ -73,7 +74,7 @@ func TestTheFeedListsTheNamespacesChangesNewestFirstAndEachFilterNarrowsIt(t *te
 	if len(all) != len(want) {
 		t.Errorf("the feed of %s has %d rows, want %d: %v", w.ns, len(all), len(want), got)
 	}
-	if !slices.IsSortedFunc(all, func(a, b feedRow) int { return int(b.id - a.id) }) {
+	if !slices.IsSortedFunc(all, func(a, b feedRow) int { return strings.Compare(b.at, a.at) }) {
 		t.Errorf("the feed is not newest first: %v", all)
 	}
 	for _, r := range all {
@@ -102,7 +103,7 @@ func TestTheFeedListsTheNamespacesChangesNewestFirstAndEachFilterNarrowsIt(t *te
 			t.Errorf("%s: the feed shows %v, want %v", c.query, got, c.want)
 		}
 	}
-	for _, bad := range []string{"&op=drop", "&flag=maybe", "&from=yesterday", "&range=forever", "&before=x"} {
+	for _, bad := range []string{"&op=drop", "&flag=maybe", "&from=yesterday", "&range=forever", "&before=x", "&before=5"} {
 		if code, body := get(t, srv, q+bad); code != 400 || !strings.Contains(body, `id="error"`) {
 			t.Errorf("GET %s: %d, want 400 with the reason", q+bad, code)
 		}
@@ -141,8 +142,8 @@ func TestTheFeedPagesByKeysetWithoutGapsOrRepeats(t *testing.T) {
 	}
 }
 
-// chartOf decodes the chart's data embedded in the timeline.
-func chartOf(t *testing.T, body string) (c struct {
+// chartOf reads the chart's data for the timeline's query, as timeline.js does.
+func chartOf(t *testing.T, srv *httptest.Server, query string) (c struct {
 	Step   int64   `json:"step"`
 	T      []int64 `json:"t"`
 	Series []struct {
@@ -151,12 +152,16 @@ func chartOf(t *testing.T, body string) (c struct {
 	} `json:"series"`
 }) {
 	t.Helper()
-	m := regexp.MustCompile(`(?s)<script type="application/json" id="chart-data">(.*?)</script>`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatal("the timeline has no chart data")
+	_, page := get(t, srv, "/?"+query)
+	if !strings.Contains(page, `data-src="`+html.EscapeString("/chart.json?"+query)+`"`) {
+		t.Fatalf("the timeline of %s does not point its chart at /chart.json?%s", query, query)
 	}
-	if err := json.Unmarshal([]byte(m[1]), &c); err != nil {
-		t.Fatalf("chart data %q: %v", m[1], err)
+	code, body := get(t, srv, "/chart.json?"+query)
+	if code != 200 {
+		t.Fatalf("/chart.json?%s: %d %s", query, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		t.Fatalf("chart data %q: %v", body, err)
 	}
 	return c
 }
@@ -164,8 +169,7 @@ func chartOf(t *testing.T, body string) (c struct {
 func TestTheChartCountsChangesPerResourceWithDeletesApart(t *testing.T) {
 	w := theWorld(t)
 	srv := newServer(t, nil)
-	_, body := get(t, srv, "/?range=6h&ns="+w.ns)
-	c := chartOf(t, body)
+	c := chartOf(t, srv, "range=6h&ns="+w.ns)
 	if c.Step != 60 {
 		t.Errorf("6 hours in buckets of %d s, want a minute", c.Step)
 	}
@@ -184,8 +188,7 @@ func TestTheChartCountsChangesPerResourceWithDeletesApart(t *testing.T) {
 			t.Errorf("the chart counts %d %s, want %d (all: %v)", sums[k], k, n, sums)
 		}
 	}
-	_, body = get(t, srv, "/?range=7d&ns="+w.ns)
-	if c := chartOf(t, body); c.Step != 3600 {
+	if c := chartOf(t, srv, "range=7d&ns="+w.ns); c.Step != 3600 {
 		t.Errorf("7 days in buckets of %d s, want an hour", c.Step)
 	}
 }

@@ -79,7 +79,7 @@ func (s *Server) frame(r *http.Request, title string) (page, error) {
 	// The picker's form keeps the page's other parameters.
 	p.Hidden = url.Values{}
 	for k, v := range r.URL.Query() {
-		if k != "cluster" && k != "before" {
+		if k != "cluster" && k != "before" && k != "before_at" {
 			p.Hidden[k] = v
 		}
 	}

@@ -91,6 +91,7 @@ func New(o Options) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /{$}", s.timeline)
+	s.mux.HandleFunc("GET /chart.json", s.chartJSON)
 	s.mux.HandleFunc("GET /object", s.object)
 	s.mux.HandleFunc("GET /asof", s.asOf)
 	s.mux.HandleFunc("GET /status", s.statusPage)

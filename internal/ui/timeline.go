@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -18,7 +19,10 @@ type filter struct {
 	Namespace, Resource, Name, Op, Flag, User string
 	Range                                     string // a preset back from now ("1h"), when From/To are not given
 	From, To                                  time.Time
-	Before                                    int64 // keyset: only ids below it; 0: the newest page
+	// The keyset: only rows below (BeforeAt, Before) in (observed_at, id) order; Before 0:
+	// the newest page.
+	Before   int64
+	BeforeAt time.Time
 }
 
 // Presets are the range links; the first is the default.
@@ -76,6 +80,11 @@ func parseFilter(q url.Values, now time.Time) (filter, error) {
 			return f, fmt.Errorf("before %q: want a change id", b)
 		}
 		f.Before = n
+		at, err := time.Parse(time.RFC3339Nano, q.Get("before_at"))
+		if err != nil {
+			return f, fmt.Errorf("before_at %q: want the RFC 3339 time of the change before", q.Get("before_at"))
+		}
+		f.BeforeAt = at
 	}
 	return f, nil
 }
@@ -155,7 +164,7 @@ func (f filter) where(cluster string, actors bool, keyset bool, args *[]any) str
 		conds = append(conds, "EXISTS (SELECT 1 FROM %[1]s.change_actors a WHERE a.change_id = c.id AND a.username = "+arg(f.User)+")")
 	}
 	if keyset && f.Before > 0 {
-		conds = append(conds, "c.id < "+arg(f.Before))
+		conds = append(conds, "(c.observed_at, c.id) < ("+arg(f.BeforeAt)+", "+arg(f.Before)+")")
 	}
 	return strings.Join(conds, " AND ")
 }
@@ -186,7 +195,7 @@ func (s *Server) feed(ctx context.Context, cluster string, f filter, actors bool
 		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, `+actorCols+`
 		  FROM %[1]s.changes c `+actorJoin+`
 		 WHERE `+where+`
-		 ORDER BY c.id DESC
+		 ORDER BY c.observed_at DESC, c.id DESC
 		 LIMIT `+strconv.Itoa(s.o.PageSize+1), s.schema)
 	rows, err := s.o.Pool.Query(ctx, sql, args...)
 	if err != nil {
@@ -344,7 +353,7 @@ type timelinePage struct {
 	Next      string // the next page's URL; "" on the last
 	First     string // the newest page's URL, when this is not it
 	Permalink string // this view with an absolute range
-	Chart     chart
+	ChartURL  string // the chart's data, which timeline.js fetches: counting a long range takes longer than a page of the feed
 	FromText  string
 	ToText    string
 	Err       string
@@ -378,14 +387,14 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	if tp.Chart, err = s.chart(r.Context(), p.Cluster, f, actors, now); err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
-		return
-	}
+	w.Header().Set("Server-Timing", fmt.Sprintf("feed;dur=%.1f", float64(time.Since(p.start).Microseconds())/1000))
+	tp.ChartURL = "/chart.json?" + r.URL.RawQuery
 	base := f.values(p.Cluster, true)
 	if more {
 		v := f.values(p.Cluster, true)
-		v.Set("before", strconv.FormatInt(tp.Rows[len(tp.Rows)-1].ID, 10))
+		last := tp.Rows[len(tp.Rows)-1]
+		v.Set("before", strconv.FormatInt(last.ID, 10))
+		v.Set("before_at", last.ObservedAt.UTC().Format(time.RFC3339Nano))
 		tp.Next = "/?" + v.Encode()
 	}
 	if f.Before > 0 {
@@ -399,6 +408,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	pl := abs.values(p.Cluster, true)
 	if f.Before > 0 {
 		pl.Set("before", strconv.FormatInt(f.Before, 10))
+		pl.Set("before_at", f.BeforeAt.UTC().Format(time.RFC3339Nano))
 	}
 	tp.Permalink = "/?" + pl.Encode()
 	for _, pr := range presets {
@@ -412,4 +422,41 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	}
 	tp.finish()
 	s.render(w, "timeline", tp)
+}
+
+// chartJSON serves the timeline chart's data for the filters and range in the URL (the
+// timeline's own parameters).
+func (s *Server) chartJSON(w http.ResponseWriter, r *http.Request) {
+	start := s.o.Now()
+	f, err := parseFilter(r.URL.Query(), start)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	feats, err := s.features(r.Context())
+	if err != nil {
+		s.o.Log.Error("ui: chart", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	cl := r.URL.Query().Get("cluster")
+	if cl == "" {
+		p, err := s.frame(r, "")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		cl = p.Cluster
+	}
+	c, err := s.chart(r.Context(), cl, f, feats.Actors, start)
+	if err != nil {
+		s.o.Log.Error("ui: chart", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Server-Timing", fmt.Sprintf("chart;dur=%.1f", float64(time.Since(start).Microseconds())/1000))
+	if err := json.NewEncoder(w).Encode(c); err != nil {
+		s.o.Log.Debug("ui: chart", "err", err)
+	}
 }

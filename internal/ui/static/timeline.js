@@ -1,4 +1,5 @@
-// The timeline's chart: the counts the server put in #chart-data, stacked by resource
+// The timeline's chart: the counts /chart.json gives for the page's range and filters
+// (fetched, so the feed is served without waiting for them), stacked by resource
 // (creates and updates), with observed and inferred deletes on top in their own colours.
 // Dragging across it navigates to the same view over the selected range (from/to in the
 // URL, so the zoomed view can be shared). Without this script the page still shows the
@@ -6,9 +7,13 @@
 (function () {
   "use strict";
   var el = document.getElementById("chart");
-  var dataEl = document.getElementById("chart-data");
-  if (!el || !dataEl || typeof uPlot === "undefined") return;
-  var c = JSON.parse(dataEl.textContent);
+  if (!el || !el.dataset.src || typeof uPlot === "undefined" || !window.fetch) return;
+  fetch(el.dataset.src, { credentials: "same-origin" })
+    .then(function (r) { if (!r.ok) throw new Error(r.status + " " + r.statusText); return r.json(); })
+    .then(draw)
+    .catch(function (e) { el.textContent = "The chart could not be drawn: " + e.message; });
+
+function draw(c) {
   if (!c.t || c.t.length === 0) return;
   var palette = ["#4c78a8", "#72b7b2", "#54a24b", "#b279a2", "#9d755d", "#bab0ac", "#eeca3b", "#ff9da6", "#79706e"];
   var colors = { "delete": "#d62728", "inferred": "#ff7f0e" };
@@ -52,4 +57,5 @@
   var plot = new uPlot(opts, data, el);
   window.addEventListener("resize", function () { plot.setSize({ width: Math.max(el.clientWidth, 320), height: 240 }); });
   el.setAttribute("data-drawn", "true");
+}
 })();
