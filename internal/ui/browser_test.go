@@ -101,7 +101,7 @@ func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.
 		t.Fatal(err)
 	}
 	recorded(t, "configmaps", ns, cm.Name, cm.ResourceVersion)
-	do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#feed")))
+	do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#feed")), chromedp.WaitVisible(chromedp.CSS(`#chart[data-drawn="true"] canvas`)))
 	if texts := strs("the feed's names", rowTexts(4)); !slices.Contains(texts, cm.Name) {
 		t.Errorf("after a reload the feed shows %v, not %s", texts, cm.Name)
 	}
@@ -122,7 +122,7 @@ func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.
 		t.Errorf("the filters are not in the URL: %s", location)
 	}
 	do("the whole namespace again", chromedp.SetValue(chromedp.CSS("#f-resource"), ""), chromedp.Click(chromedp.CSS("#f-apply")),
-		chromedp.WaitReady(chromedp.CSS(`#f-resource option[value=""][selected]`)))
+		chromedp.WaitReady(chromedp.CSS(`#f-resource option[value=""][selected]`)), chromedp.WaitVisible(chromedp.CSS(`#chart[data-drawn="true"] canvas`)))
 	noScript("the timeline")
 	screenshot("timeline-filtered")
 
