@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +50,7 @@ func rowTexts(col int) string {
 // incident, page by page, with a screenshot of each. The owners link is followed on the
 // stand-in owners view (standIns): the real one comes with migration 013.
 func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.T) {
+	browser := chromium(t)
 	w := theWorld(t)
 	standIns(t)
 	srv := newServer(t, nil)
@@ -63,14 +66,14 @@ func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.
 		}
 	}
 
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(chromium(t)),
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
 		chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 860))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
 	if err := chromedp.Do(bctx); err != nil { // starts the browser, which lives as long as bctx
-		t.Fatalf("start %s: %v", chromium(t), err)
+		t.Fatalf("start %s: %v", browser, err)
 	}
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
@@ -125,6 +128,27 @@ func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.
 		chromedp.WaitReady(chromedp.CSS(`#f-resource option[value=""][selected]`)), chromedp.WaitVisible(chromedp.CSS(`#chart[data-drawn="true"] canvas`)))
 	noScript("the timeline")
 	screenshot("timeline-filtered")
+
+	// Zoom: dragging across the last tenth of the chart shows that range, filters kept.
+	box := run(t, ctx, "the chart's area", chromedp.Evaluate[[]float64](`(r => [r.left, r.top, r.width, r.height])(document.querySelector('#chart .u-over').getBoundingClientRect())`))
+	y := box[1] + box[3]/2
+	x1, x2 := box[0]+box[2]*0.9, box[0]+box[2]-2
+	do("drag across the chart", chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, x1, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, (x1+x2)/2, y, chromedp.ButtonLeft), chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x2, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x2, y, chromedp.ButtonLeft),
+		chromedp.WaitReady(chromedp.CSS(`section.range:not(:has(a.current)) #permalink`)), chromedp.WaitVisible(chromedp.CSS("#feed")))
+	zoomed, err := url.Parse(run(t, ctx, "location", chromedp.Location()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, errFrom := time.Parse(time.RFC3339, zoomed.Query().Get("from"))
+	to, errTo := time.Parse(time.RFC3339, zoomed.Query().Get("to"))
+	if errFrom != nil || errTo != nil || zoomed.Query().Get("ns") != w.ns || to.Sub(from) > 10*time.Minute || !to.After(time.Now().Add(-2*time.Minute)) {
+		t.Errorf("dragging across the last tenth of the hour led to %s, want from/to spanning about 6 minutes up to now, with ns=%s", zoomed, w.ns)
+	}
+	if texts := strs("the zoomed feed's names", rowTexts(4)); !slices.Contains(texts, w.appID) {
+		t.Errorf("the zoomed range shows %v, want the namespace's recent changes", texts)
+	}
 
 	// Share: the link to this view shows the same rows in a fresh tab.
 	permalink := run(t, ctx, "read the permalink", chromedp.AttributeValue(chromedp.CSS("#permalink"), "href")).Value

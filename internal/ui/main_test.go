@@ -32,6 +32,7 @@ var (
 	dsn     string
 	binary  string
 	cfgPath string
+	runUI   string // the daemon's ui.address
 	pool    *pgxpool.Pool
 )
 
@@ -69,6 +70,12 @@ func mainWithServers(m *testing.M) int {
 	}
 	defer pg.Stop()
 	dsn = pg.AdminDSN()
+	port, err := testenv.FreePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	runUI = fmt.Sprintf("127.0.0.1:%d", port)
 	cfgPath = filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`cluster: %s
 kubernetes:
@@ -83,7 +90,9 @@ sinks:
       dsn: %q
 metrics:
   address: ""
-`, cluster, kube.Kubeconfig, dsn)), 0o600); err != nil {
+ui:
+  address: %q
+`, cluster, kube.Kubeconfig, dsn, runUI)), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

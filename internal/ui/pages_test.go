@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -454,5 +456,25 @@ func TestKubeCDCUIServesTheSinkOnLoopbackBehindItsToken(t *testing.T) {
 	}
 	if got := statusOf(t, base+"/status", map[string]string{"Authorization": "Bearer tok-123"}); got != 200 {
 		t.Errorf("the status page: %d, want 200\n%s", got, stderr.String())
+	}
+}
+
+func TestRunServesTheUIWhenUIAddressIsSet(t *testing.T) {
+	w := theWorld(t)
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+runUI+"/?ns="+w.ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("kube-cdc run with ui.address %s: %v", runUI, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || !slices.Contains(names(feedRows(t, string(b))), "configmaps app-config update") {
+		t.Errorf("the UI run serves: %d, want the feed of %s", resp.StatusCode, w.ns)
 	}
 }

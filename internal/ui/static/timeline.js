@@ -37,7 +37,7 @@ function draw(c) {
   var data = [c.t].concat(order.map(function (i) { return stacked[i]; }));
   var opts = {
     width: Math.max(el.clientWidth, 320), height: 240,
-    scales: { x: { time: true, range: [c.from, c.to] }, y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
+    scales: { x: { time: true, range: function () { return [c.from, c.to]; } }, y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
     axes: [{}, { label: "changes / " + (c.step >= 3600 ? (c.step / 3600) + " h" : (c.step / 60) + " min") }],
     cursor: { drag: { x: true, y: false, setScale: false } },
     series: series,
@@ -46,6 +46,9 @@ function draw(c) {
         if (u.select.width < 4) return;
         var from = Math.floor(u.posToVal(u.select.left, "x"));
         var to = Math.ceil(u.posToVal(u.select.left + u.select.width, "x"));
+        // A selection that reaches the right edge means "up to the end": a pixel there is
+        // seconds wide, and the newest changes are in them.
+        if (u.select.left + u.select.width >= u.bbox.width / (window.devicePixelRatio || 1) - 3) to = c.to + 1;
         var q = new URLSearchParams(window.location.search);
         q.delete("range"); q.delete("before");
         q.set("from", new Date(from * 1000).toISOString().replace(/\.\d+Z$/, "Z"));
