@@ -478,3 +478,49 @@ func TestRunServesTheUIWhenUIAddressIsSet(t *testing.T) {
 		t.Errorf("the UI run serves: %d, want the feed of %s", resp.StatusCode, w.ns)
 	}
 }
+
+// Inferred deletes and time travel cannot be made cheaply through the apiserver here (a
+// daemon stopped while an object is deleted; an etcd restore), so this test writes the
+// rows kube-cdc writes for them, under a cluster of its own.
+func TestInferredDeletesAndEpochsAreMarked(t *testing.T) {
+	execSQL(t, `INSERT INTO kube_cdc.checkpoints (cluster, sink, api_group, resource, resource_version) VALUES ('synthetic', 'warehouse', '', 'configmaps', 30);
+	INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid, resource_version, op, inferred, reason, snapshot, object, epoch, observed_at) VALUES
+	  ('synthetic', '', 'configmaps', 'ns', 'cm', 'u1', 10, 'create', false, NULL, false, '{"kind":"ConfigMap","data":{"a":"1"}}', 0, now() - interval '3 minutes'),
+	  ('synthetic', '', 'configmaps', 'ns', 'cm', 'u1', 20, 'delete', true, 'gone', false, NULL, 0, now() - interval '2 minutes'),
+	  ('synthetic', '', 'configmaps', 'ns', 'cm', 'u2', 5, 'create', false, NULL, true, '{"kind":"ConfigMap","data":{"a":"2"}}', 1, now() - interval '1 minute')`)
+	t.Cleanup(func() {
+		execSQL(t, `DELETE FROM kube_cdc.changes WHERE cluster = 'synthetic'; DELETE FROM kube_cdc.checkpoints WHERE cluster = 'synthetic'`)
+	})
+	srv := newServer(t, nil)
+	_, body := get(t, srv, "/?cluster=synthetic&flag=inferred")
+	if n := names(feedRows(t, body)); !slices.Equal(n, []string{"configmaps cm delete"}) {
+		t.Errorf("the inferred deletes: %v", n)
+	}
+	if !strings.Contains(body, "inferred: gone</span>") {
+		t.Error("the feed does not show the inferred delete's reason")
+	}
+	_, body = get(t, srv, "/?cluster=synthetic&flag=snapshot")
+	if n := names(feedRows(t, body)); !slices.Equal(n, []string{"configmaps cm create"}) {
+		t.Errorf("the snapshot rows: %v", n)
+	}
+	c := chartOf(t, srv, "cluster=synthetic")
+	for _, s := range c.Series {
+		var sum int64
+		for _, n := range s.Data {
+			sum += n
+		}
+		if want := map[string]int64{"configmaps": 2, "deletes": 0, "inferred deletes": 1}[s.Label]; sum != want {
+			t.Errorf("the chart counts %d %s, want %d", sum, s.Label, want)
+		}
+	}
+	_, body = get(t, srv, "/object?cluster=synthetic&resource=configmaps&ns=ns&name=cm")
+	for _, want := range []string{`<span class="badge inferred">inferred (gone)</span>`, `class="epoch-mark">epoch 1 begins`, `<span class="badge snapshot"`,
+		"(no object: kube-cdc inferred this delete, reason gone; the last state it saw is the version before)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the object page lacks %s", want)
+		}
+	}
+	if strings.Count(body, "epoch-mark") != 1 {
+		t.Errorf("the object page marks %d epoch starts, want 1", strings.Count(body, "epoch-mark"))
+	}
+}
