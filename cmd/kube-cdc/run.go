@@ -140,7 +140,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		g.Go(func() error { return crds.Run(gctx) })
 	}
 	if cfg.UI.Address != "" {
-		h, closeUI, err := newUIHandler(ctx, cfg, log)
+		h, closeUI, err := newUIHandler(ctx, cfg, log, false)
 		if err != nil {
 			return err
 		}

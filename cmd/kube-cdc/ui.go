@@ -25,7 +25,7 @@ func newUICmd() *cobra.Command {
 				addr = cfg.UI.Address
 			}
 			log := newLogger(cfg)
-			h, closeUI, err := newUIHandler(cmd.Context(), cfg, log)
+			h, closeUI, err := newUIHandler(cmd.Context(), cfg, log, true)
 			if err != nil {
 				return err
 			}
@@ -61,12 +61,14 @@ func uiSinkName(cfg *config.Config) string {
 
 // newUIHandler connects to the UI's sink read-only and builds the handler; its status
 // page reads that sink alone, as kube-cdc status would (no access to the cluster).
-func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger) (http.Handler, func(), error) {
+// ping: connect now (kube-cdc ui), or when a page asks (run, whose sink retries a
+// database that is down).
+func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, ping bool) (http.Handler, func(), error) {
 	sc, err := historySink(cfg, cfg.UI.Sink)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ui: %w", err)
 	}
-	pool, err := ui.Connect(ctx, sc.Postgres.DSN)
+	pool, err := ui.Connect(ctx, sc.Postgres.DSN, ping)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
 	}

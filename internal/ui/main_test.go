@@ -110,7 +110,7 @@ ui:
 		return 1
 	}
 	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
-	if pool, err = ui.Connect(ctx, dsn); err != nil {
+	if pool, err = ui.Connect(ctx, dsn, true); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -144,8 +144,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 }
 
 // Connect opens a pool whose sessions are read-only (default_transaction_read_only): the
-// UI never writes, whatever the role may do.
-func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+// UI never writes, whatever the role may do. With ping it connects once to fail now on a
+// wrong DSN or password; without, connections are made as pages need them (inside run,
+// whose sink retries a database that is down, the UI must not fail the start).
+func Connect(ctx context.Context, dsn string, ping bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", scrubbed(err, ""))
@@ -157,9 +159,11 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", scrubbed(err, cfg.ConnConfig.Password))
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", scrubbed(err, cfg.ConnConfig.Password))
+	if ping {
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("connect to PostgreSQL: %w", scrubbed(err, cfg.ConnConfig.Password))
+		}
 	}
 	return pool, nil
 }
