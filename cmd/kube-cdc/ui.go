@@ -72,6 +72,12 @@ func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, pin
 	if err != nil {
 		return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
 	}
+	if ping {
+		if err := ui.CheckSchema(ctx, pool, sc.Postgres.Schema); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
+		}
+	}
 	only := *cfg
 	only.Sinks = []config.Sink{sc}
 	h, err := ui.New(ui.Options{

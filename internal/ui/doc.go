@@ -9,7 +9,8 @@
 //     (observed_at DESC, id DESC), keyset paginated (before=ID&before_at=TIME, the last
 //     row shown; migration 015 has an index per filter), filtered by cluster,
 //     namespace, resource, name, op, snapshot/inferred/observed and, when actors exist,
-//     user. The chart is drawn by uPlot (static/uPlot.*, built by `make ui-assets` from
+//     user. The chart's counts come from /chart.json (the same parameters), which the
+//     page fetches, so the feed never waits for a long range's counts. The chart is drawn by uPlot (static/uPlot.*, built by `make ui-assets` from
 //     web/package-lock.json) and static/timeline.js; without JavaScript the feed, the
 //     range presets and the filters still work.
 //   - /object every version of one object: when, op, RV, field manager, user (actors),

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -522,5 +523,31 @@ func TestInferredDeletesAndEpochsAreMarked(t *testing.T) {
 	}
 	if strings.Count(body, "epoch-mark") != 1 {
 		t.Errorf("the object page marks %d epoch starts, want 1", strings.Count(body, "epoch-mark"))
+	}
+}
+
+func TestKubeCDCUIRefusesASchemaWithoutKubeCDCsTables(t *testing.T) {
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	wrong := strings.Replace(string(b), "    postgres:\n", "    postgres:\n      schema: not_migrated\n", 1)
+	if err := os.WriteFile(cfg, []byte(wrong), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "ui", "-c", cfg, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "KUBE_CDC_TRANSFORMS__DIGESTKEY="+digestKey)
+	done := make(chan struct{})
+	var out []byte
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("kube-cdc ui served a schema without kube-cdc's tables")
+	}
+	if err == nil || !strings.Contains(string(out), "schema not_migrated has no kube-cdc tables") {
+		t.Errorf("kube-cdc ui on a schema without tables: %v\n%s", err, out)
 	}
 }

@@ -198,3 +198,20 @@ func Serve(ctx context.Context, address string, h http.Handler, ready func(addr 
 		return srv.Shutdown(sctx)
 	}
 }
+
+// CheckSchema fails, saying what to do, when schema holds no kube-cdc tables (a wrong
+// schema name, a database never migrated) or the role may not read them.
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	var ok bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass(quote_ident($1) || '.changes') IS NOT NULL AND to_regclass(quote_ident($1) || '.checkpoints') IS NOT NULL`, schema).Scan(&ok); err != nil {
+		return fmt.Errorf("read the schema %s: %w", schema, err)
+	}
+	if !ok {
+		return fmt.Errorf("schema %s has no kube-cdc tables (changes, checkpoints): check the sink's postgres.schema, or run kube-cdc migrate (or run) once", schema)
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %[1]s.changes LIMIT 0; SELECT 1 FROM %[1]s.checkpoints LIMIT 0; SELECT 1 FROM %[1]s.objects LIMIT 0`, ident)); err != nil {
+		return fmt.Errorf("read the schema %s: %w (the UI's role needs USAGE on the schema and SELECT on its tables: docs/operations.md, \"Web UI\")", schema, err)
+	}
+	return nil
+}
