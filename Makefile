@@ -4,7 +4,7 @@ GO ?= go
 PKGS := ./...
 # make test lists the slowest packages first (each starts its own servers): go test starts
 # packages in the order given, four at a time, so these no longer start last and end late.
-TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ \
+TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ ./internal/ui/ \
 	./internal/deploytest/ ./internal/sinks/kafka/ ./...
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
 UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... ./internal/pipeline/... \
