@@ -4,7 +4,7 @@ GO ?= go
 PKGS := ./...
 # make test lists the slowest packages first (each starts its own servers): go test starts
 # packages in the order given, four at a time, so these no longer start last and end late.
-TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ \
+TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ ./internal/ui/ \
 	./internal/deploytest/ ./internal/sinks/kafka/ ./...
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
 UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... ./internal/pipeline/... \
@@ -45,7 +45,12 @@ lint: ## gofmt check and go vet (the soak's files, behind their build tag, too).
 bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
+ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uPlot.*) from internal/ui/web/package-lock.json (needs npm).
+	cd internal/ui/web && npm ci --no-audit --no-fund --ignore-scripts
+	cp internal/ui/web/node_modules/uplot/dist/uPlot.iife.min.js internal/ui/web/node_modules/uplot/dist/uPlot.min.css internal/ui/static/
+	cp internal/ui/web/node_modules/uplot/LICENSE internal/ui/static/uPlot.LICENSE
+
 demo: testbin build ## Start a throwaway cluster (KWOK nodes) and Postgres, stream a sample workload and a rollout into Postgres (Ctrl-C stops everything).
 	$(GO) run ./hack/demo
 
-.PHONY: help build image testbin test test-unit soak lint bench demo
+.PHONY: help build image testbin test test-unit soak lint bench demo ui-assets

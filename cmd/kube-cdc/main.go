@@ -41,7 +41,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), newHistoryCmd(), newAsOfCmd(), newResnapshotCmd(), &cobra.Command{
+	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), newHistoryCmd(), newAsOfCmd(), newResnapshotCmd(), newUICmd(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Run: func(cmd *cobra.Command, _ []string) {

@@ -23,6 +23,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/status"
+	"github.com/kube-cdc/kube-cdc/internal/ui"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 
@@ -137,6 +138,16 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	}
 	if len(crds.Resources) > 0 {
 		g.Go(func() error { return crds.Run(gctx) })
+	}
+	if cfg.UI.Address != "" {
+		h, closeUI, err := newUIHandler(ctx, cfg, log, false)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			defer closeUI()
+			return ui.Serve(gctx, cfg.UI.Address, h, func(bound string) { log.Info("serving the web UI", "url", "http://"+bound+"/") })
+		})
 	}
 	stream := func(gctx context.Context) error {
 		sinks, closeSinks, err := openSinks(gctx, cfg, log, m)

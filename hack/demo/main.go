@@ -90,6 +90,12 @@ func run(bin string) (err error) {
 		return err
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	uiPort, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	// The web UI, served by kube-cdc run itself (ui.address).
+	uiAddr := fmt.Sprintf("127.0.0.1:%d", uiPort)
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`cluster: demo
 kubernetes:
@@ -110,7 +116,9 @@ sinks:
       dsn: %q
 metrics:
   address: %q
-`, kube.Kubeconfig, dsn, metricsAddr)), 0o600); err != nil {
+ui:
+  address: %q
+`, kube.Kubeconfig, dsn, metricsAddr, uiAddr)), 0o600); err != nil {
 		return err
 	}
 
@@ -131,7 +139,8 @@ metrics:
 	if err := daemon.waitReady(ctx, "http://"+metricsAddr+"/readyz"); err != nil {
 		return err
 	}
-	fmt.Println("synced. Now creating, updating and deleting objects while kube-cdc watches…")
+	fmt.Printf("synced. The web UI (timeline, objects, status) is at http://%s/\n", uiAddr)
+	fmt.Println("Now creating, updating and deleting objects while kube-cdc watches…")
 	if err := w.after(ctx); err != nil {
 		return err
 	}
@@ -161,13 +170,13 @@ metrics:
 		}
 	}
 	fmt.Printf(`
-kube-cdc keeps streaming. Try:
+kube-cdc keeps streaming. Browse the timeline at http://%s/ and try:
   KUBECONFIG=%s kubectl -n shop create configmap hello --from-literal=a=b
   psql %q -c 'SELECT * FROM kube_cdc.changes ORDER BY id DESC LIMIT 5'
   %s history configmaps hello -n shop -c %s
   curl -s %s/metrics | grep kube_cdc_changes_total
 Ctrl-C stops everything.
-`, kube.Kubeconfig, dsn, bin, cfg, metricsAddr)
+`, uiAddr, kube.Kubeconfig, dsn, bin, cfg, metricsAddr)
 	select {
 	case <-ctx.Done():
 	case <-daemon.done:

@@ -23,6 +23,7 @@ type Config struct {
 	Metrics        Metrics        `koanf:"metrics"`
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
+	UI             UI             `koanf:"ui"`
 
 	// origins says which layer set a key outside the lists, by its path
 	// ("transforms.digestKey"): the file's name or an environment variable's. Load fills
@@ -235,4 +236,20 @@ func NamesSecrets(name string) bool {
 		return parts[0] == "" && parts[2] == "secrets"
 	}
 	return false
+}
+
+// UI configures the read-only web timeline over a PostgreSQL sink (internal/ui), served
+// by `kube-cdc ui` and, when Address is set, inside `run`.
+type UI struct {
+	// Address run serves the UI on. Default "" (off); `kube-cdc ui` listens on it too,
+	// unless --listen says otherwise (default 127.0.0.1:9465).
+	Address string `koanf:"address"`
+	// Sink is the PostgreSQL sink whose schema the UI reads. Default: the first one.
+	Sink string `koanf:"sink"`
+	// Token, when set, is demanded of every request (bearer, or basic auth's password).
+	// Better from the environment: KUBE_CDC_UI__TOKEN.
+	Token string `koanf:"token"`
+	// TrustedHeader names a header an authenticating proxy sets to the user; requests
+	// without it are refused. Default "" (none).
+	TrustedHeader string `koanf:"trustedHeader"`
 }

@@ -21,7 +21,7 @@ import (
 func (c *Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateTop, c.validateKubernetes, c.validateResources, c.validateTransforms,
-		c.validatePipeline, c.validateSinks, c.validateLog, c.validateLeaderElection,
+		c.validatePipeline, c.validateSinks, c.validateLog, c.validateLeaderElection, c.validateUI,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -337,4 +337,28 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func (c *Config) validateUI() error {
+	u := c.UI
+	if u.Address != "" {
+		if err := checkAddress(u.Address); err != nil {
+			return keyErrorf("ui.address", "%v", err)
+		}
+	}
+	if u.Address == "" && u.Sink == "" {
+		return nil
+	}
+	for _, s := range c.Sinks {
+		if (u.Sink == "" || s.Name == u.Sink) && s.Type == SinkPostgres {
+			return nil
+		}
+		if s.Name == u.Sink {
+			return keyErrorf("ui.sink", "sink %s is a %s sink; the UI reads a postgres sink's schema", s.Name, s.Type)
+		}
+	}
+	if u.Sink != "" {
+		return keyErrorf("ui.sink", "no sink named %s", u.Sink)
+	}
+	return keyErrorf("ui.address", "the UI reads a postgres sink's schema, and no sink is of type postgres")
 }

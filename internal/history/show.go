@@ -47,6 +47,10 @@ func (v Entry) Header() string {
 	return h
 }
 
+// Diff is the text history prints under the header: a unified diff of the YAML against
+// the version before, or a note when there is none to show.
+func (v Entry) Diff() string { return v.diff }
+
 // FormatTime is UTC with microseconds (PostgreSQL's precision), so a time printed by
 // history is exact as --since.
 func FormatTime(t time.Time) string {

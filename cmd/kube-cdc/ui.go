@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/status"
+	"github.com/kube-cdc/kube-cdc/internal/ui"
+)
+
+func newUICmd() *cobra.Command {
+	var listen, sink string
+	cmd := configCommand("ui", "Serve a read-only web timeline of a PostgreSQL sink's history (loopback by default)",
+		func(cmd *cobra.Command, cfg *config.Config) error {
+			if sink != "" {
+				cfg.UI.Sink = sink
+			}
+			addr := listen
+			if !cmd.Flags().Changed("listen") && cfg.UI.Address != "" {
+				addr = cfg.UI.Address
+			}
+			log := newLogger(cfg)
+			h, closeUI, err := newUIHandler(cmd.Context(), cfg, log, true)
+			if err != nil {
+				return err
+			}
+			defer closeUI()
+			return ui.Serve(cmd.Context(), addr, h, func(bound string) {
+				log.Info("serving the web UI", "url", "http://"+bound+"/", "sink", uiSinkName(cfg), "cluster", cfg.Cluster)
+				fmt.Fprintf(cmd.OutOrStdout(), "kube-cdc ui: http://%s/\n", bound)
+			})
+		})
+	cmd.Long = `Serve a read-only web UI over a PostgreSQL sink's schema: a timeline of changes (a chart
+by resource, deletes and inferred deletes apart, and the feed below it with filters, all
+in the URL), every version of an object with its diff (as kube-cdc history shows it),
+the objects as of a moment (when the schema has as_of), and kube-cdc status. It reads
+the first PostgreSQL sink (or --sink, or the key ui.sink) of the configured cluster
+(--cluster); a database several clusters write to shows a cluster picker.
+
+It listens on this machine only by default. ui.token (better: KUBE_CDC_UI__TOKEN) demands
+a bearer token, or basic auth with the token as the password; ui.trustedHeader demands
+the header an authenticating proxy sets. A role with SELECT on the schema is enough
+(docs/operations.md, "Web UI").`
+	cmd.Flags().StringVar(&listen, "listen", ui.DefaultAddress, "address to serve on (default this machine only; key ui.address is used when the flag is not given)")
+	cmd.Flags().StringVar(&sink, "sink", "", "the PostgreSQL sink to read (key ui.sink; default the first postgres sink)")
+	return cmd
+}
+
+func uiSinkName(cfg *config.Config) string {
+	sc, err := historySink(cfg, cfg.UI.Sink)
+	if err != nil {
+		return ""
+	}
+	return sc.Name
+}
+
+// newUIHandler connects to the UI's sink read-only and builds the handler; its status
+// page reads that sink alone, as kube-cdc status would (no access to the cluster).
+// ping: connect now (kube-cdc ui), or when a page asks (run, whose sink retries a
+// database that is down).
+func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, ping bool) (http.Handler, func(), error) {
+	sc, err := historySink(cfg, cfg.UI.Sink)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ui: %w", err)
+	}
+	pool, err := ui.Connect(ctx, sc.Postgres.DSN, ping)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
+	}
+	if ping {
+		if err := ui.CheckSchema(ctx, pool, sc.Postgres.Schema); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
+		}
+	}
+	only := *cfg
+	only.Sinks = []config.Sink{sc}
+	h, err := ui.New(ui.Options{
+		Pool: pool, Schema: sc.Postgres.Schema, Cluster: cfg.Cluster,
+		Token: cfg.UI.Token, TrustedHeader: cfg.UI.TrustedHeader, Log: log,
+		Status: func(ctx context.Context) (*status.Report, error) {
+			return status.Read(ctx, &only, configuredScopes(&only), func() ([]status.Target, error) { return nil, nil })
+		},
+	})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return h, pool.Close, nil
+}

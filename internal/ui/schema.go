@@ -1,0 +1,147 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// features are the schema objects later migrations add, as this request found them.
+type features struct {
+	AsOf   bool // as_of(timestamptz, text, text, text), migration 013
+	Owners bool // the view owners, migration 013
+	Actors bool // the view change_actors, migration 014
+}
+
+func (s *Server) features(ctx context.Context) (features, error) {
+	var f features
+	err := s.o.Pool.QueryRow(ctx, `SELECT
+		to_regprocedure(quote_ident($1) || '.as_of(timestamptz, text, text, text)') IS NOT NULL,
+		to_regclass(quote_ident($1) || '.owners') IS NOT NULL,
+		to_regclass(quote_ident($1) || '.change_actors') IS NOT NULL`, s.o.Schema).Scan(&f.AsOf, &f.Owners, &f.Actors)
+	if err != nil {
+		return f, fmt.Errorf("probe the schema %s: %w", s.o.Schema, err)
+	}
+	return f, nil
+}
+
+// page is what every page's frame (templates/base.html) shows.
+type page struct {
+	Title    string
+	Cluster  string
+	Clusters []string // more than one: a fleet database, the picker is shown
+	Features features
+	User     string // from Options.TrustedHeader
+	Status   bool   // the status page exists
+	Elapsed  time.Duration
+	Path     string // the page's path, for the cluster picker's form
+	Hidden   url.Values
+	start    time.Time
+}
+
+// frame reads what every page needs: the schema's features, the clusters, and the
+// cluster the URL names (or the default).
+func (s *Server) frame(r *http.Request, title string) (page, error) {
+	p := page{Title: title, Status: s.o.Status != nil, start: s.o.Now(), Path: r.URL.Path}
+	if s.o.TrustedHeader != "" {
+		p.User = r.Header.Get(s.o.TrustedHeader)
+	}
+	var err error
+	if p.Features, err = s.features(r.Context()); err != nil {
+		return p, err
+	}
+	rows, err := s.o.Pool.Query(r.Context(), fmt.Sprintf(`SELECT DISTINCT cluster FROM %s.checkpoints ORDER BY 1`, s.schema))
+	if err != nil {
+		return p, fmt.Errorf("read the clusters: %w", err)
+	}
+	if p.Clusters, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return p, fmt.Errorf("read the clusters: %w", err)
+	}
+	p.Cluster = r.URL.Query().Get("cluster")
+	switch {
+	case p.Cluster != "":
+	case s.o.Cluster != "":
+		p.Cluster = s.o.Cluster
+	case len(p.Clusters) > 0:
+		p.Cluster = p.Clusters[0]
+	}
+	if p.Cluster != "" && !slices.Contains(p.Clusters, p.Cluster) {
+		p.Clusters = append(p.Clusters, p.Cluster)
+	}
+	// The picker's form keeps the page's other parameters.
+	p.Hidden = url.Values{}
+	for k, v := range r.URL.Query() {
+		if k != "cluster" && k != "before" && k != "before_at" {
+			p.Hidden[k] = v
+		}
+	}
+	return p, nil
+}
+
+// resources are the resources the cluster has checkpoints of, by id ("deployments.apps").
+func (s *Server) resources(ctx context.Context, cluster string) ([]string, error) {
+	rows, err := s.o.Pool.Query(ctx, fmt.Sprintf(`SELECT DISTINCT api_group, resource FROM %s.checkpoints WHERE cluster = $1 ORDER BY 2, 1`, s.schema), cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read the resources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var r change.Resource
+		err := row.Scan(&r.Group, &r.Resource)
+		return r.ID(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the resources: %w", err)
+	}
+	return out, nil
+}
+
+// parseResource reads a resource id as change.Resource.ID writes it: "configmaps",
+// "deployments.apps".
+func parseResource(id string) (group, resource string) {
+	resource, group, _ = strings.Cut(id, ".")
+	return group, resource
+}
+
+func resourceID(group, resource string) string {
+	return change.Resource{Group: group, Resource: resource}.ID()
+}
+
+// objectURL is the object page of a key.
+func objectURL(cluster, group, resource, namespace, name string) string {
+	v := url.Values{"cluster": {cluster}, "resource": {resourceID(group, resource)}, "name": {name}}
+	if namespace != "" {
+		v.Set("ns", namespace)
+	}
+	return "/object?" + v.Encode()
+}
+
+// render executes the page's template; an error after the first byte is only logged.
+func (s *Server) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := s.pages[name].ExecuteTemplate(w, "base", data); err != nil {
+		s.o.Log.Error("ui: render", "page", name, "err", err)
+	}
+}
+
+// fail shows an error page: 400 for a bad request, 500 otherwise.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	if code >= 500 {
+		s.o.Log.Error("ui: request failed", "path", r.URL.Path, "err", err)
+	}
+	w.WriteHeader(code)
+	s.render(w, "error", struct {
+		page
+		Code  int
+		Error string
+	}{page{Title: http.StatusText(code), Status: s.o.Status != nil, Path: r.URL.Path}, code, err.Error()})
+}
+
+func (p *page) finish() { p.Elapsed = time.Since(p.start).Round(100 * time.Microsecond) }
