@@ -48,7 +48,7 @@ func rowTexts(col int) string {
 
 // One headless Chromium over the UI served in-process: what a person does during an
 // incident, page by page, with a screenshot of each. The owners link is followed on the
-// stand-in owners view (standIns): the real one comes with migration 013.
+// owners view of migration 013.
 func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.T) {
 	browser := chromium(t)
 	w := theWorld(t)

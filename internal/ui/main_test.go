@@ -26,7 +26,7 @@ import (
 // One apiserver, one PostgreSQL database and one kube-cdc daemon (the real binary,
 // streaming ConfigMaps and Secrets into the database) serve every test of the package;
 // each test writes in namespaces of its own. The tests do not run in parallel: one of
-// them adds stand-in views to the shared schema for a while.
+// them hides or adds views in the shared schema for a while.
 var (
 	kube    *testenv.Kube
 	dsn     string
