@@ -24,7 +24,7 @@ import (
 // data-modifying CTEs on one snapshot), which is why only batches whose writes do not
 // read each other's results go this way: no snapshot upserts (revive must run before the
 // upsert), no quarantined changes (their insert reads the upserted row), no hard
-// deletes, no time travel.
+// deletes, no time travel, no updates that may be noise (skipNoise marks the stage).
 
 // inlineFixed are the parameters before the batch's rows: $1 cluster, $2 group, $3
 // version, $4 resource, $5 kind, $6 hard delete, then, for a statement that saves the
@@ -65,7 +65,7 @@ func newInlineStatements(schema string, st statements) *inlineStatements {
 	resource := map[int]int{3: 4} // $1 cluster, $2 group, $3 resource → the layout's $4
 	return &inlineStatements{
 		objects: upsertSQL(schema, "latest"),
-		changes: renumber(insertChangesSQL(schema, "stage"), resource),
+		changes: renumber(insertChangesSQL(schema, "stage", false), resource),
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
@@ -110,7 +110,7 @@ var stageTypes = [stageWidth]string{"int", "text", "text", "text", "bigint", "in
 
 // inlines says whether w can be written as one statement (see inlineStatements).
 func (s *Sink) inlines(w *batchWrite) bool {
-	return len(w.staged) > 0 && len(w.staged) <= smallBatch && len(w.bad) == 0 && w.travel == nil &&
+	return len(w.staged) > 0 && len(w.staged) <= smallBatch && len(w.bad) == 0 && w.travel == nil && w.ignore == "" &&
 		!s.opts.HardDelete && !hasSnapshot(w.staged)
 }
 

@@ -29,7 +29,8 @@ const (
 		object      jsonb,
 		labels      jsonb       NOT NULL,
 		changed_by  text        NOT NULL,
-		observed_at timestamptz NOT NULL
+		observed_at timestamptz NOT NULL,
+		skip        boolean     NOT NULL DEFAULT false  -- noise: no changes row (skipNoise); not copied
 	) ON COMMIT DELETE ROWS`
 )
 
@@ -59,6 +60,7 @@ type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                string
 	scopes, forgetScopes                                                                              string
+	skipNoise                                                                                         string
 }
 
 func newStatements(schema string) statements {
@@ -131,7 +133,46 @@ func newStatements(schema string) statements {
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
-		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage"),
+		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true),
+
+		// $1 cluster, $2 group, $3 resource, $4 the ignore paths' regexp
+		// (ignorepaths.Regexp), $5 sink, $6 scope. Runs before the upsert and the changes
+		// insert, for batches that hold watch updates of a resource with ignore paths: it
+		// marks the staged updates whose differences from the previous version of the same
+		// uid all match $4 (noise), counts them in history_skipped, and returns how many.
+		// The previous version is the batch's previous one of the key, in (epoch, RV)
+		// order, else the objects row (the upsert has not replaced it yet). Creates,
+		// deletes, snapshots and an update after a delete or of another uid are never
+		// noise; nor is an update the objects row is not below (a batch written again:
+		// it may then record a version it left out the first time, never fewer). Only the
+		// narrow key columns are sorted; the objects are compared by changed_paths(), which
+		// walks only what differs.
+		skipNoise: fmt.Sprintf(`WITH ordered AS (
+				SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
+				  FROM pg_temp.kube_cdc_stage),
+			noise AS (
+				SELECT c.seq
+				  FROM ordered x
+				  JOIN pg_temp.kube_cdc_stage c ON c.seq = x.seq
+				  LEFT JOIN pg_temp.kube_cdc_stage p ON p.seq = x.prev
+				  LEFT JOIN %[1]s.objects o ON x.prev IS NULL AND o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+				                          AND o.namespace = c.namespace AND o.name = c.name
+				 WHERE c.op = 'update' AND NOT c.snapshot AND c.object IS NOT NULL
+				   AND CASE WHEN x.prev IS NULL
+				            THEN o.deleted_at IS NULL AND o.uid = c.uid AND o.object IS NOT NULL
+				                 AND (o.epoch, o.resource_version) < (c.epoch, c.rv)
+				                 AND NOT EXISTS (SELECT 1 FROM unnest(%[1]s.changed_paths(o.object, c.object)) d(path)
+				                                  WHERE d.path !~ $4)
+				            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL
+				                 AND NOT EXISTS (SELECT 1 FROM unnest(%[1]s.changed_paths(p.object, c.object)) d(path)
+				                                  WHERE d.path !~ $4)
+				       END),
+			marked AS (UPDATE pg_temp.kube_cdc_stage s SET skip = true FROM noise n WHERE s.seq = n.seq RETURNING 1),
+			tally AS (INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
+				SELECT $1, $5, $2, $3, $6, m.n, now() FROM (SELECT count(*) AS n FROM marked) m WHERE m.n > 0
+				ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
+				SET skipped = h.skipped + excluded.skipped, updated_at = now())
+			SELECT count(*) FROM marked`, s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
@@ -179,11 +220,14 @@ func newStatements(schema string) statements {
 
 		status: fmt.Sprintf(`SELECT c.sink, c.api_group, c.resource, c.scope, c.resource_version, c.updated_at,
 				coalesce(o.live, 0), coalesce(o.deleted, 0), coalesce(q.quarantined, 0),
-				c.epoch, coalesce(e.reason, ''), e.detected_at
+				c.epoch, coalesce(e.reason, ''), e.detected_at, coalesce(h.skipped, 0)
 			  FROM %[1]s.checkpoints c
 			  LEFT JOIN LATERAL (SELECT reason, detected_at FROM %[1]s.epochs
 					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
 					  AND resource = c.resource AND scope = c.scope AND epoch = c.epoch) e ON true
+			  LEFT JOIN LATERAL (SELECT skipped FROM %[1]s.history_skipped
+					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
+					  AND resource = c.resource AND scope = c.scope) h ON true
 			  LEFT JOIN (SELECT api_group, resource,
 						count(*) FILTER (WHERE deleted_at IS NULL)     AS live,
 						count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted
@@ -247,19 +291,24 @@ func upsertSQL(schema, src string) string {
 }
 
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
-// changes, in seq order. $1 cluster, $2 group, $3 resource.
-func insertChangesSQL(schema, stage string) string {
+// changes, in seq order, but those skipNoise marked when marks (the stage table has the
+// skip column). $1 cluster, $2 group, $3 resource.
+func insertChangesSQL(schema, stage string, marks bool) string {
+	noise := ""
+	if marks {
+		noise = "st.skip OR "
+	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 		  FROM %[2]s st
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
-		 WHERE NOT (st.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
+		 WHERE NOT (%[3]sst.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
 		 ORDER BY seq
-		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage)
+		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage, noise)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per

@@ -1,0 +1,36 @@
+package postgres
+
+import (
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
+)
+
+// Noise control (README.md, "Noise control for history"; internal/ignorepaths): a watch
+// update whose differences from the previous version of the same uid all lie under the
+// resource's ignore paths updates objects but adds no changes row. skipNoise
+// (statements.go) decides in the write's transaction, against the objects row the upsert
+// is about to replace, so nothing but the key index is kept in memory and the decision
+// holds across restarts; batches that hold such updates are written with the stage
+// table (writeSmall, writeCopy), never inline.
+
+// SetIgnorePaths sets the ignore paths of res's scope (ignorepaths.For: defaults
+// included); none: every version is a changes row. Call it before the first Write.
+func (s *Sink) SetIgnorePaths(res change.Resource, paths []string) {
+	if s.ignore == nil {
+		s.ignore = map[string]string{}
+	}
+	if re := ignorepaths.Regexp(paths); re != "" {
+		s.ignore[ignoreKey(res)] = re
+	} else {
+		delete(s.ignore, ignoreKey(res))
+	}
+}
+
+// ignoreKey names a resource's scope whatever version of it is served.
+func ignoreKey(res change.Resource) string { return res.Group + "/" + res.Resource + "#" + res.Scope }
+
+// historyMetrics is the metrics hook's optional count of the changes left out of history
+// as noise (kube_cdc_history_skipped_total); *metrics.Metrics implements it.
+type historyMetrics interface {
+	HistorySkipped(sink, resource string, n int)
+}
