@@ -57,3 +57,9 @@ func TestValidateNamesWhatIsWrongWithAPath(t *testing.T) {
 		}
 	}
 }
+
+func TestTheSQLOfNoPathsIsEmpty(t *testing.T) {
+	if StripSQL(nil, "a") != "" || EqualSQL(nil, "a", "b") != "" || Regexp(nil) != "" {
+		t.Error("SQL for no paths")
+	}
+}

@@ -24,7 +24,7 @@ import (
 // data-modifying CTEs on one snapshot), which is why only batches whose writes do not
 // read each other's results go this way: no snapshot upserts (revive must run before the
 // upsert), no quarantined changes (their insert reads the upserted row), no hard
-// deletes, no time travel, no updates that may be noise (skipNoise marks the stage).
+// deletes, no time travel, no updates that may be noise (skipNoiseSQL marks the stage).
 
 // inlineFixed are the parameters before the batch's rows: $1 cluster, $2 group, $3
 // version, $4 resource, $5 kind, $6 hard delete, then, for a statement that saves the

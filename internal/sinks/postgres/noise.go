@@ -1,26 +1,28 @@
 package postgres
 
 import (
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 )
 
 // Noise control (README.md, "Noise control for history"; internal/ignorepaths): a watch
 // update whose differences from the previous version of the same uid all lie under the
-// resource's ignore paths updates objects but adds no changes row. skipNoise
+// resource's ignore paths updates objects but adds no changes row. skipNoiseSQL
 // (statements.go) decides in the write's transaction, against the objects row the upsert
 // is about to replace, so nothing but the key index is kept in memory and the decision
 // holds across restarts; batches that hold such updates are written with the stage
 // table (writeSmall, writeCopy), never inline.
 
 // SetIgnorePaths sets the ignore paths of res's scope (ignorepaths.For: defaults
-// included); none: every version is a changes row. Call it before the first Write.
+// included; each accepted by ignorepaths.Validate); none: every version is a changes
+// row. Call it before the first Write.
 func (s *Sink) SetIgnorePaths(res change.Resource, paths []string) {
 	if s.ignore == nil {
 		s.ignore = map[string]string{}
 	}
-	if re := ignorepaths.Regexp(paths); re != "" {
-		s.ignore[ignoreKey(res)] = re
+	if len(paths) > 0 {
+		s.ignore[ignoreKey(res)] = skipNoiseSQL(pgx.Identifier{s.opts.Schema}.Sanitize(), paths)
 	} else {
 		delete(s.ignore, ignoreKey(res))
 	}

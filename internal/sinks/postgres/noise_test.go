@@ -3,9 +3,14 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
@@ -120,5 +125,110 @@ func TestWithoutIgnorePathsEveryVersionIsAChangesRow(t *testing.T) {
 	write(t, s, batch(13, beat("n", 12, change.OpUpdate, "t2", "x"), beat("n", 13, change.OpUpdate, "t3", "x")))
 	if got, want := changedRVs(t, dsn, "n"), []int64{10, 11, 12, 13}; !slices.Equal(got, want) {
 		t.Errorf("changes rows at RVs %v, want %v", got, want)
+	}
+}
+
+// StripSQL's comparison (what skipNoiseSQL runs) says "only ignored paths changed" exactly
+// when changed_paths() does, every path it lists matching the ignore paths' Regexp:
+// checked on random pairs of documents, one a mutation of the other.
+func TestStrippedDocumentsAreEqualExactlyWhenEveryChangedPathIsIgnored(t *testing.T) {
+	_, dsn := newSink(t, Options{})
+	conn := connect(t, dsn)
+	for _, paths := range [][]string{
+		// Wildcards beside literal keys, at the root too.
+		{"/status/conditions/*/beat", "/metadata/resourceVersion", "/spec/*", "/spec/keep/x", "/list/1", "/list/2/y",
+			"/metadata/annotations/a~1b", "/*/deep/*/z"},
+		// Wildcards alone at their level, array indexes, a whole subtree.
+		{"/status/conditions/*/beat", "/metadata/resourceVersion", "/list/1", "/list/2/y", "/metadata/annotations/a~1b",
+			"/z/deep/*/z", "/spec/keep/*", "/other/0/annotations"},
+	} {
+		t.Run(strings.Join(paths, ","), func(t *testing.T) { stripAgreesWithChangedPaths(t, conn, paths) })
+	}
+}
+
+func stripAgreesWithChangedPaths(t *testing.T, conn *pgx.Conn, paths []string) {
+	strip := func(col string) string { return ignorepaths.StripSQL(paths, col) }
+	re := ignorepaths.Regexp(paths)
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"status", "conditions", "beat", "type", "metadata", "resourceVersion", "spec", "keep", "x", "list", "y", "z",
+		"deep", "annotations", "a/b", "other", "1", "2"}
+	var gen func(depth int) any
+	gen = func(depth int) any {
+		switch n := rng.IntN(10); {
+		case depth > 3 || n < 3:
+			return []any{nil, true, 1.0, "s", "t"}[rng.IntN(5)]
+		case n < 5:
+			var a []any
+			for range rng.IntN(4) {
+				a = append(a, gen(depth+1))
+			}
+			return a
+		default:
+			m := map[string]any{}
+			for range rng.IntN(5) {
+				m[keys[rng.IntN(len(keys))]] = gen(depth + 1)
+			}
+			return m
+		}
+	}
+	var mutate func(v any, depth int) any
+	mutate = func(v any, depth int) any {
+		switch x := v.(type) {
+		case map[string]any:
+			out := map[string]any{}
+			for k, e := range x {
+				out[k] = e
+			}
+			if len(x) > 0 && rng.IntN(3) > 0 {
+				ks := slices.Sorted(maps.Keys(x))
+				k := ks[rng.IntN(len(ks))]
+				out[k] = mutate(x[k], depth+1)
+			} else {
+				out[keys[rng.IntN(len(keys))]] = gen(depth + 1)
+			}
+			return out
+		case []any:
+			out := slices.Clone(x)
+			if len(x) > 0 && rng.IntN(4) > 0 {
+				i := rng.IntN(len(x))
+				out[i] = mutate(x[i], depth+1)
+			} else {
+				out = append(out, gen(depth+1))
+			}
+			return out
+		}
+		return gen(depth)
+	}
+	agree, noise := 0, 0
+	for i := range 3000 {
+		// Documents shaped like the paths often enough to hit them.
+		a := map[string]any{"status": map[string]any{"conditions": []any{map[string]any{"type": "a", "beat": "1"}, gen(2)}},
+			"metadata": map[string]any{"resourceVersion": "1", "annotations": map[string]any{"a/b": "1", "c": "2"}},
+			"spec":     map[string]any{"keep": map[string]any{"x": 1.0, "y": 2.0}}, "list": []any{"0", "1", map[string]any{"y": 1.0, "z": 2.0}},
+			"other": gen(0), "z": map[string]any{"deep": []any{map[string]any{"z": 1.0, "w": 2.0}}}}
+		b := any(a)
+		for range 1 + rng.IntN(3) {
+			b = mutate(b, 0)
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		var byStrip, byEqual, byPaths bool
+		err := conn.QueryRow(testCtx(t), fmt.Sprintf(`SELECT %s = %s, %s, NOT EXISTS (SELECT 1 FROM unnest(kube_cdc.changed_paths($1::jsonb, $2::jsonb)) p WHERE p !~ $3)
+			FROM (SELECT $1::jsonb AS a, $2::jsonb AS b) d`, strip("d.a"), strip("d.b"), ignorepaths.EqualSQL(paths, "d.a", "d.b")),
+			string(ja), string(jb), re).Scan(&byStrip, &byEqual, &byPaths)
+		if err != nil {
+			t.Fatalf("pair %d: %v\n%s\n%s", i, err, ja, jb)
+		}
+		if byStrip != byPaths || byEqual != byPaths {
+			t.Fatalf("pair %d: stripped equal %v, EqualSQL %v, changed_paths all ignored %v\n%s\n%s", i, byStrip, byEqual, byPaths, ja, jb)
+		}
+		agree++
+		if byPaths {
+			noise++
+		}
+	}
+	t.Logf("%d pairs agree, %d of them noise", agree, noise)
+	if noise < 100 || noise > agree-100 {
+		t.Errorf("%d noise pairs of %d: the generator misses one side", noise, agree)
 	}
 }

@@ -30,8 +30,8 @@ type Sink struct {
 	// asks pgx not to prepare statements).
 	exchange *roundtrip.Executor
 	metrics  Metrics // optional: SetMetrics
-	// ignore holds the regexp of each resource scope's ignore paths (SetIgnorePaths,
-	// noise.go), by ignoreKey.
+	// ignore holds the skipNoiseSQL of each resource scope that has ignore paths
+	// (SetIgnorePaths, noise.go), by ignoreKey.
 	ignore     map[string]string
 	noPrecheck bool // tests: leave every poison object to the bisecting safety net
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 )
 
 // The staging table one Write copies its batch into. It lives in the session's temporary
@@ -30,7 +32,7 @@ const (
 		labels      jsonb       NOT NULL,
 		changed_by  text        NOT NULL,
 		observed_at timestamptz NOT NULL,
-		skip        boolean     NOT NULL DEFAULT false  -- noise: no changes row (skipNoise); not copied
+		skip        boolean     NOT NULL DEFAULT false  -- noise: no changes row (skipNoiseSQL); not copied
 	) ON COMMIT DELETE ROWS`
 )
 
@@ -60,7 +62,6 @@ type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                string
 	scopes, forgetScopes                                                                              string
-	skipNoise                                                                                         string
 }
 
 func newStatements(schema string) statements {
@@ -135,44 +136,6 @@ func newStatements(schema string) statements {
 		// watch order with objects of varied sizes).
 		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true),
 
-		// $1 cluster, $2 group, $3 resource, $4 the ignore paths' regexp
-		// (ignorepaths.Regexp), $5 sink, $6 scope. Runs before the upsert and the changes
-		// insert, for batches that hold watch updates of a resource with ignore paths: it
-		// marks the staged updates whose differences from the previous version of the same
-		// uid all match $4 (noise), counts them in history_skipped, and returns how many.
-		// The previous version is the batch's previous one of the key, in (epoch, RV)
-		// order, else the objects row (the upsert has not replaced it yet). Creates,
-		// deletes, snapshots and an update after a delete or of another uid are never
-		// noise; nor is an update the objects row is not below (a batch written again:
-		// it may then record a version it left out the first time, never fewer). Only the
-		// narrow key columns are sorted; the objects are compared by changed_paths(), which
-		// walks only what differs.
-		skipNoise: fmt.Sprintf(`WITH ordered AS (
-				SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
-				  FROM pg_temp.kube_cdc_stage),
-			noise AS (
-				SELECT c.seq
-				  FROM ordered x
-				  JOIN pg_temp.kube_cdc_stage c ON c.seq = x.seq
-				  LEFT JOIN pg_temp.kube_cdc_stage p ON p.seq = x.prev
-				  LEFT JOIN %[1]s.objects o ON x.prev IS NULL AND o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
-				                          AND o.namespace = c.namespace AND o.name = c.name
-				 WHERE c.op = 'update' AND NOT c.snapshot AND c.object IS NOT NULL
-				   AND CASE WHEN x.prev IS NULL
-				            THEN o.deleted_at IS NULL AND o.uid = c.uid AND o.object IS NOT NULL
-				                 AND (o.epoch, o.resource_version) < (c.epoch, c.rv)
-				                 AND NOT EXISTS (SELECT 1 FROM unnest(%[1]s.changed_paths(o.object, c.object)) d(path)
-				                                  WHERE d.path !~ $4)
-				            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL
-				                 AND NOT EXISTS (SELECT 1 FROM unnest(%[1]s.changed_paths(p.object, c.object)) d(path)
-				                                  WHERE d.path !~ $4)
-				       END),
-			marked AS (UPDATE pg_temp.kube_cdc_stage s SET skip = true FROM noise n WHERE s.seq = n.seq RETURNING 1),
-			tally AS (INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
-				SELECT $1, $5, $2, $3, $6, m.n, now() FROM (SELECT count(*) AS n FROM marked) m WHERE m.n > 0
-				ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
-				SET skipped = h.skipped + excluded.skipped, updated_at = now())
-			SELECT count(*) FROM marked`, s),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
@@ -290,8 +253,48 @@ func upsertSQL(schema, src string) string {
 		      AND %s`, schema, src, drifted("o."))
 }
 
+// skipNoiseSQL marks the noise among the staged changes of a resource whose ignore paths
+// are paths (ignorepaths), counts it in history_skipped and returns how many it marked.
+// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope. Runs before the upsert and the
+// changes insert, for batches that hold watch updates: a staged update is noise when it
+// equals the previous version of the same uid but under the ignored paths
+// (ignorepaths.EqualSQL). The previous version is the batch's previous one of the key,
+// in (epoch, RV) order, else the objects row (the upsert has not replaced it yet).
+// Creates, deletes, snapshots and an update after a delete or of another uid are never
+// noise; nor is an update the objects row is not below (a batch written again: it may
+// then record a version it left out the first time, never fewer). Only the narrow key
+// columns are sorted, and each update costs one primary key lookup.
+func skipNoiseSQL(schema string, paths []string) string {
+	return fmt.Sprintf(`WITH ordered AS (
+			SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
+			  FROM pg_temp.kube_cdc_stage),
+		noise AS (
+			SELECT c.seq
+			  FROM ordered x
+			  JOIN pg_temp.kube_cdc_stage c ON c.seq = x.seq
+			  LEFT JOIN pg_temp.kube_cdc_stage p ON p.seq = x.prev
+			 WHERE c.op = 'update' AND NOT c.snapshot AND c.object IS NOT NULL
+			   AND CASE WHEN x.prev IS NULL
+			            -- A subplan in the CASE: one primary key lookup per update (the
+			            -- row is judged in the SELECT list, so that no condition makes the
+			            -- partial objects_live index, a scan of the whole resource, look fit).
+			            THEN (SELECT o.deleted_at IS NULL AND o.uid = c.uid AND o.object IS NOT NULL
+			                         AND (o.epoch, o.resource_version) < (c.epoch, c.rv) AND %[2]s
+			                    FROM %[1]s.objects o
+			                   WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+			                     AND o.namespace = c.namespace AND o.name = c.name) IS TRUE
+			            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL AND %[3]s
+			       END),
+		marked AS (UPDATE pg_temp.kube_cdc_stage s SET skip = true FROM noise n WHERE s.seq = n.seq RETURNING 1),
+		tally AS (INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
+			SELECT $1, $4, $2, $3, $5, m.n, now() FROM (SELECT count(*) AS n FROM marked) m WHERE m.n > 0
+			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
+			SET skipped = h.skipped + excluded.skipped, updated_at = now())
+		SELECT count(*) FROM marked`, schema, ignorepaths.EqualSQL(paths, "o.object", "c.object"), ignorepaths.EqualSQL(paths, "p.object", "c.object"))
+}
+
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
-// changes, in seq order, but those skipNoise marked when marks (the stage table has the
+// changes, in seq order, but those skipNoiseSQL marked when marks (the stage table has the
 // skip column). $1 cluster, $2 group, $3 resource.
 func insertChangesSQL(schema, stage string, marks bool) string {
 	noise := ""

@@ -30,8 +30,8 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	}
 	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, clusterUID: b.ClusterUID, travel: b.TimeTravel}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
-	if re := s.ignore[ignoreKey(b.Resource)]; re != "" && hasWatchUpdate(w.staged) {
-		w.ignore = re
+	if sql := s.ignore[ignoreKey(b.Resource)]; sql != "" && hasWatchUpdate(w.staged) {
+		w.ignore = sql
 	}
 	var err error
 	if s.inlines(w) {
@@ -67,9 +67,9 @@ type batchWrite struct {
 	travel     *change.TimeTravel
 	staged     []change.Change
 	bad        []quarantined
-	// ignore is the regexp of the resource's ignore paths when the batch holds watch
-	// updates that may be noise (skipNoise), else ""; skipped counts the changes the
-	// write left out of changes as noise.
+	// ignore is the resource's skipNoiseSQL when the batch holds watch updates that may
+	// be noise, else ""; skipped counts the changes the write left out of changes as
+	// noise.
 	ignore  string
 	skipped int64
 }
@@ -190,7 +190,7 @@ type statement struct {
 	args []any
 	step string       // names the step in the debug log's timings; "" for none
 	bad  *quarantined // a quarantine insert: told whether it inserted a row
-	// skipped: the statement (skipNoise) returns one row, a count, which goes here.
+	// skipped: the statement (skipNoiseSQL) returns one row, a count, which goes here.
 	skipped *int64
 }
 
@@ -219,12 +219,12 @@ func (s *Sink) plan(w *batchWrite) []statement {
 }
 
 // stagedStatements move the staged changes into objects and changes. With ignore (the
-// regexp of the resource's ignore paths) the noise is marked first, against the objects
-// rows the upsert replaces, and counted into skipped.
+// resource's skipNoiseSQL) the noise is marked first, against the objects rows the upsert
+// replaces, and counted into skipped.
 func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ignore string, skipped *int64) []statement {
 	var out []statement
 	if ignore != "" {
-		out = append(out, statement{sql: s.sql.skipNoise, args: []any{s.cluster, res.Group, res.Resource, ignore, s.name, res.Scope},
+		out = append(out, statement{sql: ignore, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
 			step: "noise", skipped: skipped})
 	}
 	if s.opts.HardDelete {
@@ -239,7 +239,7 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 }
 
 // hasWatchUpdate reports whether cs holds an update read from a watch, the only kind of
-// change that may be noise (skipNoise).
+// change that may be noise (skipNoiseSQL).
 func hasWatchUpdate(cs []change.Change) bool {
 	for i := range cs {
 		if cs[i].Op == change.OpUpdate && !cs[i].Snapshot && cs[i].Object != nil {
