@@ -136,7 +136,6 @@ func newStatements(schema string) statements {
 		// watch order with objects of varied sizes).
 		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true),
 
-
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
 		// $15 reason, $16 sqlstate, $17 raw, $18 resolved_rv (the delete's own RV when it was
