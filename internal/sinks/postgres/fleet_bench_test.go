@@ -18,8 +18,9 @@ import (
 // clusters write the same way into it: a fleet in one database. Every sink takes its
 // writer lock as run does. It reports the first cluster's changes per second and the
 // lock waits seen between the writers (pg_locks rows not granted, sampled every 10 ms,
-// advisory and row locks alike): a lock one cluster holds against another would show
-// there; what remains is the database's own cost of three writers on one server.
+// advisory and row locks alike, logged by kind): a lock one cluster holds against
+// another would show there; what remains is the database's own cost of three writers on
+// one server.
 func BenchmarkFleetWrites(b *testing.B) {
 	for _, others := range []int{0, 2} {
 		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
@@ -78,6 +79,8 @@ func BenchmarkFleetWrites(b *testing.B) {
 				}()
 			}
 			var waits atomic.Int64
+			var kindsMu sync.Mutex
+			kinds := map[string]int{}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -87,10 +90,20 @@ func BenchmarkFleetWrites(b *testing.B) {
 						return
 					case <-time.After(10 * time.Millisecond):
 					}
-					var n int64
-					if err := main.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err == nil {
-						waits.Add(n)
+					rows, err := main.pool.Query(ctx, `SELECT locktype || ' ' || mode || coalesce(' ' || relation::regclass::text, '') FROM pg_locks WHERE NOT granted`)
+					if err != nil {
+						continue
 					}
+					for rows.Next() {
+						var kind string
+						if rows.Scan(&kind) == nil {
+							waits.Add(1)
+							kindsMu.Lock()
+							kinds[kind]++
+							kindsMu.Unlock()
+						}
+					}
+					rows.Close()
 				}
 			}()
 			for range 20 { // warm
@@ -112,6 +125,9 @@ func BenchmarkFleetWrites(b *testing.B) {
 			b.ReportMetric(float64(b.N*size)/elapsed.Seconds(), "changes/s")
 			b.ReportMetric(float64(otherBatches.Load()*size)/elapsed.Seconds(), "others_changes/s")
 			b.ReportMetric(float64(waits.Load()), "lock_waits_seen")
+			if len(kinds) > 0 {
+				b.Logf("lock waits seen: %v", kinds)
+			}
 		})
 	}
 }
