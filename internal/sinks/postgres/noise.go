@@ -11,20 +11,20 @@ import (
 // resource's ignore paths updates objects but adds no changes row. skipNoiseSQL
 // (statements.go) decides in the write's transaction, against the objects row the upsert
 // is about to replace, so nothing but the key index is kept in memory and the decision
-// holds across restarts; batches that hold such updates are written with the stage
-// table (writeSmall, writeCopy), never inline.
+// holds across restarts.
 
 // SetIgnorePaths sets the ignore paths of res's scope (ignorepaths.For: defaults
 // included; each accepted by ignorepaths.Validate); none: every version is a changes
 // row. Call it before the first Write.
 func (s *Sink) SetIgnorePaths(res change.Resource, paths []string) {
 	if s.ignore == nil {
-		s.ignore = map[string]string{}
+		s.ignore = map[string]*noiseSQL{}
 	}
+	key := ignoreKey(res)
 	if len(paths) > 0 {
-		s.ignore[ignoreKey(res)] = skipNoiseSQL(pgx.Identifier{s.opts.Schema}.Sanitize(), paths)
+		s.ignore[key] = newNoiseSQL(pgx.Identifier{s.opts.Schema}.Sanitize(), key, paths)
 	} else {
-		delete(s.ignore, ignoreKey(res))
+		delete(s.ignore, key)
 	}
 }
 

@@ -30,9 +30,9 @@ type Sink struct {
 	// asks pgx not to prepare statements).
 	exchange *roundtrip.Executor
 	metrics  Metrics // optional: SetMetrics
-	// ignore holds the skipNoiseSQL of each resource scope that has ignore paths
+	// ignore holds the noise statements of each resource scope that has ignore paths
 	// (SetIgnorePaths, noise.go), by ignoreKey.
-	ignore     map[string]string
+	ignore     map[string]*noiseSQL
 	noPrecheck bool // tests: leave every poison object to the bisecting safety net
 
 	// Retention runs in the background, at most one at a time, until Close.

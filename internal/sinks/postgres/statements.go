@@ -252,26 +252,50 @@ func upsertSQL(schema, src string) string {
 		      AND %s`, schema, src, drifted("o."))
 }
 
+// noiseSQL is what a write runs to leave a resource scope's noise out of changes (see
+// skipNoiseSQL): the statement for the stage table, and the parts the single statement of
+// a small batch (inline.go) is built from.
+type noiseSQL struct {
+	key   string // ignoreKey of the resource scope
+	stage string // skipNoiseSQL
+	ctes  string // noiseCTEs over the relation "stage"
+}
+
+func newNoiseSQL(schema, key string, paths []string) *noiseSQL {
+	return &noiseSQL{key: key, stage: skipNoiseSQL(schema, paths), ctes: noiseCTEs(schema, "stage", paths)}
+}
+
 // skipNoiseSQL marks the noise among the staged changes of a resource whose ignore paths
 // are paths (ignorepaths), counts it in history_skipped and returns how many it marked.
 // $1 cluster, $2 group, $3 resource, $4 sink, $5 scope. Runs before the upsert and the
-// changes insert, for batches that hold watch updates: a staged update is noise when it
+// changes insert, for batches that hold watch updates.
+func skipNoiseSQL(schema string, paths []string) string {
+	return fmt.Sprintf(`WITH %[2]s,
+		marked AS (UPDATE pg_temp.kube_cdc_stage s SET skip = true FROM noise n WHERE s.seq = n.seq RETURNING 1),
+		tally AS (%[3]s)
+		SELECT count(*) FROM marked`, schema, noiseCTEs(schema, "pg_temp.kube_cdc_stage", paths), tallySQL(schema, "marked"))
+}
+
+// noiseCTEs are the CTEs "ordered" and "noise": noise is the seq of every change of stage
+// (a relation with the stage's columns) that is noise. A staged update is noise when it
 // equals the previous version of the same uid but under the ignored paths
 // (ignorepaths.EqualSQL). The previous version is the batch's previous one of the key,
-// in (epoch, RV) order, else the objects row (the upsert has not replaced it yet).
-// Creates, deletes, snapshots and an update after a delete or of another uid are never
-// noise; nor is an update the objects row is not below (a batch written again: it may
-// then record a version it left out the first time, never fewer). Only the narrow key
-// columns are sorted, and each update costs one primary key lookup.
-func skipNoiseSQL(schema string, paths []string) string {
-	return fmt.Sprintf(`WITH ordered AS (
+// in (epoch, RV) order, else the objects row (which the write has not replaced yet: the
+// statement runs before the upsert, or beside it on the same snapshot). Creates,
+// deletes, snapshots and an update after a delete or of another uid are never noise; nor
+// is an update the objects row is not below (a batch written again: it may then record a
+// version it left out the first time, never fewer). Only the narrow key columns are
+// sorted, and each update costs one primary key lookup. $1 cluster, $2 group, $3
+// resource.
+func noiseCTEs(schema, stage string, paths []string) string {
+	return fmt.Sprintf(`ordered AS (
 			SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
-			  FROM pg_temp.kube_cdc_stage),
+			  FROM %[4]s),
 		noise AS (
 			SELECT c.seq
 			  FROM ordered x
-			  JOIN pg_temp.kube_cdc_stage c ON c.seq = x.seq
-			  LEFT JOIN pg_temp.kube_cdc_stage p ON p.seq = x.prev
+			  JOIN %[4]s c ON c.seq = x.seq
+			  LEFT JOIN %[4]s p ON p.seq = x.prev
 			 WHERE c.op = 'update' AND NOT c.snapshot AND c.object IS NOT NULL
 			   AND CASE WHEN x.prev IS NULL
 			            -- A subplan in the CASE: one primary key lookup per update (the
@@ -283,13 +307,16 @@ func skipNoiseSQL(schema string, paths []string) string {
 			                   WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
 			                     AND o.namespace = c.namespace AND o.name = c.name) IS TRUE
 			            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL AND %[3]s
-			       END),
-		marked AS (UPDATE pg_temp.kube_cdc_stage s SET skip = true FROM noise n WHERE s.seq = n.seq RETURNING 1),
-		tally AS (INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
-			SELECT $1, $4, $2, $3, $5, m.n, now() FROM (SELECT count(*) AS n FROM marked) m WHERE m.n > 0
+			       END)`, schema, ignorepaths.EqualSQL(paths, "o.object", "c.object"), ignorepaths.EqualSQL(paths, "p.object", "c.object"), stage)
+}
+
+// tallySQL adds the rows of src (one per change left out) to history_skipped. $1
+// cluster, $2 group, $3 resource, $4 sink, $5 scope.
+func tallySQL(schema, src string) string {
+	return fmt.Sprintf(`INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
+			SELECT $1, $4, $2, $3, $5, m.n, now() FROM (SELECT count(*) AS n FROM %[2]s) m WHERE m.n > 0
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
-			SET skipped = h.skipped + excluded.skipped, updated_at = now())
-		SELECT count(*) FROM marked`, schema, ignorepaths.EqualSQL(paths, "o.object", "c.object"), ignorepaths.EqualSQL(paths, "p.object", "c.object"))
+			SET skipped = h.skipped + excluded.skipped, updated_at = now()`, schema, src)
 }
 
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to

@@ -30,8 +30,8 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	}
 	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, clusterUID: b.ClusterUID, travel: b.TimeTravel}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
-	if sql := s.ignore[ignoreKey(b.Resource)]; sql != "" && hasWatchUpdate(w.staged) {
-		w.ignore = sql
+	if n := s.ignore[ignoreKey(b.Resource)]; n != nil && hasWatchUpdate(w.staged) {
+		w.ignore = n
 	}
 	var err error
 	if s.inlines(w) {
@@ -67,10 +67,10 @@ type batchWrite struct {
 	travel     *change.TimeTravel
 	staged     []change.Change
 	bad        []quarantined
-	// ignore is the resource's skipNoiseSQL when the batch holds watch updates that may
-	// be noise, else ""; skipped counts the changes the write left out of changes as
-	// noise.
-	ignore  string
+	// ignore is the resource scope's noise statements when the batch holds watch updates
+	// that may be noise, else nil; skipped counts the changes the write left out of
+	// changes as noise.
+	ignore  *noiseSQL
 	skipped int64
 }
 
@@ -219,12 +219,12 @@ func (s *Sink) plan(w *batchWrite) []statement {
 }
 
 // stagedStatements move the staged changes into objects and changes. With ignore (the
-// resource's skipNoiseSQL) the noise is marked first, against the objects rows the upsert
-// replaces, and counted into skipped.
-func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ignore string, skipped *int64) []statement {
+// resource scope's noise statements) the noise is marked first, against the objects rows
+// the upsert replaces, and counted into skipped.
+func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ignore *noiseSQL, skipped *int64) []statement {
 	var out []statement
-	if ignore != "" {
-		out = append(out, statement{sql: ignore, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
+	if ignore != nil {
+		out = append(out, statement{sql: ignore.stage, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
 			step: "noise", skipped: skipped})
 	}
 	if s.opts.HardDelete {
@@ -356,7 +356,7 @@ func (s *Sink) writeChunk(ctx context.Context, tx pgx.Tx, w *batchWrite, res cha
 		return err
 	}
 	var skipped int64
-	ignore := ""
+	var ignore *noiseSQL
 	if hasWatchUpdate(cs) {
 		ignore = w.ignore
 	}
