@@ -243,6 +243,18 @@ func setIgnorePaths(cfg *config.Config, targets []source.Target, sinks []pipelin
 	}
 }
 
+// hasIgnorePaths says whether any target has ignore paths (setIgnorePaths would give a
+// sink some).
+func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
+	for _, t := range targets {
+		h := cfg.Resources[t.Spec].History
+		if len(ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
 type writerClaimer interface {
 	ClaimWriter(ctx context.Context, policy postgres.ClaimPolicy) error
