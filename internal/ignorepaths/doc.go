@@ -13,6 +13,7 @@
 // `history.defaultIgnorePaths: false` turns them off.
 //
 // The comparison runs in PostgreSQL, against the objects row the change replaces
-// (internal/sinks/postgres): Regexp turns the paths into the POSIX regular expression it
-// matches changed_paths() against.
+// (internal/sinks/postgres), as the expression EqualSQL writes. Three views of one rule,
+// checked against each other on random documents (the postgres sink's tests): every path
+// changed_paths() lists matches Regexp; the two StripSQLs are equal; EqualSQL is true.
 package ignorepaths

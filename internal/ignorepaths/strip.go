@@ -11,10 +11,10 @@ import (
 // array element becomes null (so that the elements after it keep their indexes), and a
 // "*" applies to every key of an object and every element of an array. Two versions of
 // an object differ only under paths exactly when their StripSQLs are equal, which is what
-// changed_paths() and Regexp say too (changed_paths() compared against Regexp), at a
-// fraction of the cost: a few jsonb operations where changed_paths() walks both
-// documents in a recursive query (docs/benchmarks.md, "Noise control for history").
-// src is evaluated once. "" for no paths.
+// changed_paths() and Regexp say too. Building the stripped documents costs about what
+// changed_paths() does (docs/benchmarks.md, "Noise control for history"), so EqualSQL
+// compares without them and falls back on StripSQL only where a "*" has literal keys
+// beside it. src is evaluated once. "" for no paths.
 func StripSQL(paths []string, src string) string {
 	if len(paths) == 0 {
 		return ""

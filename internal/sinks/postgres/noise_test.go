@@ -128,9 +128,10 @@ func TestWithoutIgnorePathsEveryVersionIsAChangesRow(t *testing.T) {
 	}
 }
 
-// StripSQL's comparison (what skipNoiseSQL runs) says "only ignored paths changed" exactly
-// when changed_paths() does, every path it lists matching the ignore paths' Regexp:
-// checked on random pairs of documents, one a mutation of the other.
+// EqualSQL (what the noise statement runs) and the comparison of StripSQLs say "only
+// ignored paths changed" exactly when changed_paths() does, every path it lists matching
+// the ignore paths' Regexp: checked on random pairs of documents, one a mutation of the
+// other.
 func TestStrippedDocumentsAreEqualExactlyWhenEveryChangedPathIsIgnored(t *testing.T) {
 	_, dsn := newSink(t, Options{})
 	conn := connect(t, dsn)
