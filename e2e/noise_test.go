@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,8 +20,9 @@ import (
 // (the kubelet's conditions' lastHeartbeatTime, ignored by default for nodes) move the
 // objects row to every version but add no changes row; a label change adds one, whose
 // diff in history() includes the heartbeats since the row before; a pod's status-only
-// updates (pods have no default ignore paths) each add a row. The versions left out are
-// counted in /metrics and in `kube-cdc status`.
+// updates (pods have no default ignore paths) each add a row; a lease's renewals alone add
+// none, a new holder one. The versions left out are counted in /metrics and in
+// `kube-cdc status`.
 func TestANodesHeartbeatsUpdateObjectsButWriteNoChangesRowsWhileALabelChangeAndPodStatusDo(t *testing.T) {
 	t.Parallel() // a node of its own, selected by name; see main_test.go
 	ctx := context.Background()
@@ -32,7 +34,9 @@ func TestANodesHeartbeatsUpdateObjectsButWriteNoChangesRowsWhileALabelChangeAndP
 	cfg := writeConfig(t, strings.Replace(pgConfigYAML(dsn, fmt.Sprintf(`  - name: nodes
     fieldSelector: metadata.name=%s
   - name: pods
-    namespaces: [%s]`, node, ns), ""), "metrics:\n  address: \"\"", fmt.Sprintf("metrics:\n  address: %q", addr), 1))
+    namespaces: [%s]
+  - name: leases.coordination.k8s.io
+    namespaces: [%s]`, node, ns, ns), ""), "metrics:\n  address: \"\"", fmt.Sprintf("metrics:\n  address: %q", addr), 1))
 
 	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"role": "a"}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -138,9 +142,43 @@ func TestANodesHeartbeatsUpdateObjectsButWriteNoChangesRowsWhileALabelChangeAndP
 		t.Errorf("%d changes rows of the pod after 3 status updates, want %d", got, podBefore+3)
 	}
 
+	// Leases: a renewal alone (spec.renewTime, ignored by default) is no row, a new holder is.
+	holder, renewed := "a", metav1.NewMicroTime(beat)
+	lease, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leader"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renewed}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objectsAt("leases", ns, "leader", lease.ResourceVersion)
+	leaseBefore := rows("leases", ns, "leader")
+	const renewals = 3
+	for i := range renewals {
+		renewed = metav1.NewMicroTime(beat.Add(time.Duration(i+1) * time.Second))
+		lease.Spec.RenewTime = &renewed
+		if lease, err = cs.CoordinationV1().Leases(ns).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		objectsAt("leases", ns, "leader", lease.ResourceVersion)
+	}
+	if got := rows("leases", ns, "leader"); got != leaseBefore {
+		t.Errorf("%d changes rows of the lease after renewals alone, want %d", got, leaseBefore)
+	}
+	holder = "b"
+	lease.Spec.HolderIdentity = &holder
+	if lease, err = cs.CoordinationV1().Leases(ns).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objectsAt("leases", ns, "leader", lease.ResourceVersion)
+	if got := rows("leases", ns, "leader"); got != leaseBefore+1 {
+		t.Errorf("%d changes rows of the lease after a new holder, want %d", got, leaseBefore+1)
+	}
+
 	// The count: in /metrics, and in status (table and JSON).
 	if v, ok := opsMetric(opsScrape(t, addr), "kube_cdc_history_skipped_total", map[string]string{"sink": "warehouse", "resource": "nodes"}); !ok || v != beats {
 		t.Errorf("kube_cdc_history_skipped_total of nodes = %v (present %v), want %d", v, ok, beats)
+	}
+	if v, ok := opsMetric(opsScrape(t, addr), "kube_cdc_history_skipped_total", map[string]string{"sink": "warehouse", "resource": "leases.coordination.k8s.io"}); !ok || v != renewals {
+		t.Errorf("kube_cdc_history_skipped_total of leases = %v (present %v), want %d", v, ok, renewals)
 	}
 	if _, ok := opsMetric(opsScrape(t, addr), "kube_cdc_history_skipped_total", map[string]string{"resource": "pods"}); ok {
 		t.Error("kube_cdc_history_skipped_total has a series for pods, which skipped nothing")
@@ -174,7 +212,7 @@ func TestANodesHeartbeatsUpdateObjectsButWriteNoChangesRowsWhileALabelChangeAndP
 			}
 		}
 	}
-	if skipped["nodes"] != beats || skipped["pods"] != 0 {
-		t.Errorf("status -o json: history.skipped %v, want nodes %d, pods 0", skipped, beats)
+	if skipped["nodes"] != beats || skipped["pods"] != 0 || skipped["leases.coordination.k8s.io"] != renewals {
+		t.Errorf("status -o json: history.skipped %v, want nodes %d, pods 0, leases %d", skipped, beats, renewals)
 	}
 }
