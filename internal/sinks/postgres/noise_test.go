@@ -233,3 +233,39 @@ func stripAgreesWithChangedPaths(t *testing.T, conn *pgx.Conn, paths []string) {
 		t.Errorf("%d noise pairs of %d: the generator misses one side", noise, agree)
 	}
 }
+
+// In a batch of several keys' versions interleaved, each version is compared with its own
+// key's previous one; the batch written again records nothing twice and leaves out
+// nothing it recorded.
+func TestInterleavedKeysAreComparedEachWithItsOwnPreviousVersionAndAReplayRecordsNoFewer(t *testing.T) {
+	s, dsn := newSink(t, Options{})
+	s.SetIgnorePaths(configmaps, ignorepaths.For("", "configmaps", []string{"/data/items/*/beat"}, true))
+	write(t, s, batch(11, beat("a", 10, change.OpCreate, "t0", "x"), beat("b", 11, change.OpCreate, "t0", "x")))
+	b := batch(16,
+		beat("a", 12, change.OpUpdate, "t1", "x"), // noise against a's objects row
+		beat("b", 13, change.OpUpdate, "t0", "y"), // a label: a row
+		beat("a", 14, change.OpUpdate, "t1", "z"), // a label: a row
+		beat("b", 15, change.OpUpdate, "t2", "y"), // noise against b@13, not a@14
+		beat("a", 16, change.OpUpdate, "t3", "z"), // noise against a@14
+	)
+	write(t, s, b)
+	wantA, wantB := []int64{10, 14}, []int64{11, 13}
+	if got := changedRVs(t, dsn, "a"); !slices.Equal(got, wantA) {
+		t.Errorf("a: changes rows at RVs %v, want %v", got, wantA)
+	}
+	if got := changedRVs(t, dsn, "b"); !slices.Equal(got, wantB) {
+		t.Errorf("b: changes rows at RVs %v, want %v", got, wantB)
+	}
+	write(t, s, b) // written again, as after an unknown outcome
+	for name, want := range map[string][]int64{"a": wantA, "b": wantB} {
+		got := changedRVs(t, dsn, name)
+		for _, rv := range want {
+			if !slices.Contains(got, rv) {
+				t.Errorf("%s: the replay lost the row at RV %d: %v", name, rv, got)
+			}
+		}
+		if len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("%s: a row twice after the replay: %v", name, got)
+		}
+	}
+}
