@@ -9,7 +9,7 @@ TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/in
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
 UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... ./internal/pipeline/... \
 	./internal/config/... ./internal/envelope/... ./internal/metrics/... ./internal/leader/... \
-	./internal/checkpoint/... ./internal/sinks/stdout/... ./cmd/...
+	./internal/checkpoint/... ./internal/sinks/stdout/... ./internal/ignorepaths/... ./cmd/...
 # Tests that start servers take their binaries from here (see hack/testbin/build.sh).
 export KUBE_CDC_TESTBIN ?= $(shell hack/testbin/build.sh --print-dir 2>/dev/null)
 

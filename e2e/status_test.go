@@ -48,6 +48,9 @@ type statusDoc struct {
 				Quarantined *int64 `json:"quarantined"`
 			} `json:"objects"`
 			Quarantined []json.RawMessage `json:"quarantined"`
+			History     *struct {
+				Skipped int64 `json:"skipped"`
+			} `json:"history"`
 		} `json:"resources"`
 		WriterLock *struct {
 			Holder *struct {
@@ -110,7 +113,7 @@ var statusKeys = strings.Fields(`cluster sinks name type checkpointStore resourc
 	labelSelector fieldSelector scopeId checkpoint resourceVersion updatedAt epoch timeTravel reason detectedAt
 	objects live deleted quarantined namespace uid op bytes topic quarantinedAt writerLock holder waiters
 	application backendPid client connectedAt errors daemon url reachable streaming error degraded since
-	accessDenied denied`)
+	accessDenied denied history skipped`)
 
 func undocumentedKeys(v any) []string {
 	var bad []string

@@ -102,7 +102,9 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
-			detail, err := postgres.Check(ctx, sc.Name, cfg.Cluster, *sc.Postgres, quiet)
+			o := *sc.Postgres
+			o.Noise = hasIgnorePaths(cfg, targets) // run writes history_skipped then
+			detail, err := postgres.Check(ctx, sc.Name, cfg.Cluster, o, quiet)
 			t.result("sink "+sc.Name, err, detail)
 			continue
 		}

@@ -16,7 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
@@ -155,6 +157,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 			return err
 		}
 		defer closeSinks()
+		setIgnorePaths(cfg, targets, sinks, log)
 		// A streaming PostgreSQL sink takes its writer lock before writing anything, and
 		// refuses to start beside another process that writes it, or waits with --wait
 		// (`status` opens sinks without claiming). Under leader election the lease fences
@@ -225,6 +228,43 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 // metricsTakeoverGrace is how long a process that took over (a writer lock, a lease)
 // tries to bind the metrics address its predecessor may still hold.
 const metricsTakeoverGrace = 10 * time.Second
+
+// ignoreSetter is a sink that keeps a history which may leave noise out (the PostgreSQL
+// sink's changes table).
+type ignoreSetter interface {
+	SetIgnorePaths(res change.Resource, paths []string)
+}
+
+// setIgnorePaths gives each sink that leaves noise out of its history the ignore paths
+// of every target (resources[].history, with the resource's defaults).
+func setIgnorePaths(cfg *config.Config, targets []source.Target, sinks []pipeline.Sink, log *slog.Logger) {
+	for _, t := range targets {
+		h := cfg.Resources[t.Spec].History
+		paths := ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)
+		if len(paths) == 0 {
+			continue
+		}
+		for _, s := range sinks {
+			if is, ok := s.(ignoreSetter); ok {
+				is.SetIgnorePaths(t.Resource, paths)
+				log.Info("history ignores changes of these paths alone", "sink", s.Name(), "resource", t.Resource.ID(),
+					"scope", t.Resource.Scope, "paths", paths)
+			}
+		}
+	}
+}
+
+// hasIgnorePaths says whether any target has ignore paths (setIgnorePaths would give a
+// sink some).
+func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
+	for _, t := range targets {
+		h := cfg.Resources[t.Spec].History
+		if len(ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)) > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
 type writerClaimer interface {

@@ -85,6 +85,22 @@ type Resource struct {
 	// Resync overrides pipeline.resync for this resource ("0s" turns it off here). Unset
 	// (nil): pipeline.resync.
 	Resync *time.Duration `koanf:"resync"`
+	// History says which changes of the resource are noise to a PostgreSQL sink's
+	// changes table (internal/ignorepaths).
+	History History `koanf:"history"`
+}
+
+// History is a resource's noise control: a change whose differences from the previous
+// version all lie under ignored paths adds no changes row (objects, Kafka and stdout
+// still get every version).
+type History struct {
+	// IgnorePaths are JSON pointers, "*" standing for one key or array index
+	// ("/status/conditions/*/lastHeartbeatTime"), each covering what is below it. They
+	// add to the resource's defaults (ignorepaths.Defaults: nodes, leases). Default [].
+	IgnorePaths []string `koanf:"ignorePaths"`
+	// DefaultIgnorePaths keeps the resource's default ignore paths; false turns them off.
+	// Default true.
+	DefaultIgnorePaths bool `koanf:"defaultIgnorePaths"`
 }
 
 // ResyncOf is resource i's resync interval: its own, else pipeline.resync; 0 for none.
@@ -217,7 +233,7 @@ func DefaultResources() []Resource {
 	}
 	rs := make([]Resource, len(names))
 	for i, n := range names {
-		rs[i] = Resource{Name: n}
+		rs[i] = Resource{Name: n, History: History{IgnorePaths: []string{}, DefaultIgnorePaths: true}}
 	}
 	return rs
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,40 @@ func TestExampleConfigValidates(t *testing.T) {
 	}
 }
 
+func TestAResourcesHistoryKeepsItsDefaultIgnorePathsUnlessTurnedOff(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(p, []byte("resources:\n  - name: nodes\n  - {name: leases.coordination.k8s.io, history: {defaultIgnorePaths: false, ignorePaths: [\"/spec/x\"]}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(LoadOptions{File: p, Environ: []string{"KUBE_CDC_RESOURCES__0__HISTORY__DEFAULTIGNOREPATHS=false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Resources[0].History; h.DefaultIgnorePaths || len(h.IgnorePaths) != 0 {
+		t.Errorf("nodes' history, turned off from the environment: %+v", h)
+	}
+	if h := c.Resources[1].History; h.DefaultIgnorePaths || !slices.Equal(h.IgnorePaths, []string{"/spec/x"}) {
+		t.Errorf("leases' history: %+v", h)
+	}
+	c, err = Load(LoadOptions{File: p, Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Resources[0].History; !h.DefaultIgnorePaths {
+		t.Errorf("nodes' history by default: %+v", h)
+	}
+	c, err = Load(LoadOptions{Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range c.Resources {
+		if !r.History.DefaultIgnorePaths {
+			t.Errorf("default resources[%d] (%s): defaultIgnorePaths false", i, r.Name)
+		}
+	}
+}
+
 // Every key of Config must be documented in config.example.yaml.
 func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 	b, err := os.ReadFile(exampleFile)
@@ -233,6 +268,14 @@ func TestErrorsNameTheKeyOnOneLine(t *testing.T) {
 		{"resource without name", "resources:\n  - namespaces: [a]", nil, "resources[0].name", "required"},
 		{"bad label selector", "resources:\n  - {name: pods, labelSelector: \"a in (\"}", nil, "resources[0].labelSelector", ""},
 		{"duplicate resource", "resources: [{name: pods}, {name: pods}]", nil, "resources[1]", "duplicate of resources[0]"},
+		{"ignore path without a slash", "resources:\n  - {name: nodes, history: {ignorePaths: [\"/status/x\", \"status/y\"]}}", nil,
+			"resources[0].history.ignorePaths[1]", `does not start with "/"`},
+		{"ignore path with a partial wildcard", "resources:\n  - {name: nodes, history: {ignorePaths: [\"/status/cond*\"]}}", nil,
+			"resources[0].history.ignorePaths[0]", "whole segment"},
+		{"ignore path of the whole object", "resources:\n  - {name: nodes, history: {ignorePaths: [\"/\"]}}", nil,
+			"resources[0].history.ignorePaths[0]", "whole object"},
+		{"defaultIgnorePaths not a bool", "resources:\n  - {name: nodes, history: {defaultIgnorePaths: maybe}}", nil,
+			"resources[0].history.defaultIgnorePaths", "true or false"},
 		{"unknown sink type", "sinks:\n  - " + pg + "\n  - {name: es, type: elastic}", nil,
 			"sinks[1].type", `unknown sink type "elastic" (want postgres, kafka or stdout)`},
 		{"sink without type", "sinks:\n  - {name: x}", nil, "sinks[0].type", "required"},

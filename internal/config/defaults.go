@@ -54,6 +54,11 @@ func defaults() map[string]any {
 	}
 }
 
+// resourceDefaults are the defaults of one resources[] element, nested as in the file.
+func resourceDefaults() map[string]any {
+	return map[string]any{"history": map[string]any{"ignorePaths": []any{}, "defaultIgnorePaths": true}}
+}
+
 // sinkDefaults are the defaults of one sink of type typ, nested as in the file. Filling
 // the raw map rather than the decoded struct lets a file set a default-true bool (migrate)
 // to false.

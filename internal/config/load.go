@@ -232,8 +232,8 @@ func flagKey(name string) string {
 	return ""
 }
 
-// fillListDefaults fills resources and sinks when the file has none, and each sink's
-// defaults for its type.
+// fillListDefaults fills resources and sinks when the file has none, each resource's
+// defaults, and each sink's defaults for its type.
 func fillListDefaults(raw map[string]any) error {
 	if v, ok := raw["resources"]; !ok || v == nil {
 		var rs []any
@@ -241,6 +241,13 @@ func fillListDefaults(raw map[string]any) error {
 			rs = append(rs, map[string]any{"name": r.Name})
 		}
 		raw["resources"] = rs
+	}
+	if rs, ok := raw["resources"].([]any); ok {
+		for _, r := range rs {
+			if m, ok := r.(map[string]any); ok {
+				fillDefaults(m, resourceDefaults())
+			}
+		}
 	}
 	if v, ok := raw["sinks"]; !ok || v == nil {
 		raw["sinks"] = []any{map[string]any{"name": "stdout", "type": SinkStdout}}

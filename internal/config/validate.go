@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 )
 
@@ -97,6 +98,11 @@ func (c *Config) validateResources() error {
 		}
 		if _, err := fields.ParseSelector(r.FieldSelector); err != nil {
 			return keyErrorf(key+".fieldSelector", "%v", err)
+		}
+		for j, p := range r.History.IgnorePaths {
+			if err := ignorepaths.Validate(p); err != nil {
+				return keyErrorf(fmt.Sprintf("%s.history.ignorePaths[%d]", key, j), "%v", err)
+			}
 		}
 		id := r.Name + "|" + strings.Join(r.Namespaces, ",") + "|" + r.LabelSelector + "|" + r.FieldSelector
 		if prev, dup := seen[id]; dup {

@@ -50,6 +50,10 @@ type Metrics struct {
 	relistListed  *prometheus.GaugeVec
 	streamingG    prometheus.Gauge
 
+	// historySkipped counts the versions a PostgreSQL sink left out of changes as noise
+	// (resources[].history.ignorePaths).
+	historySkipped *prometheus.CounterVec
+
 	mu         sync.Mutex
 	degradedBy map[[2]string]Degradation  // by resource and scope
 	deniedBy   map[[2]string]AccessDenial // by resource and scope
@@ -161,6 +165,10 @@ func New() *Metrics {
 		Help: "Live objects in the key index the reconcile diff compares a relist against.",
 	}, []string{"sink", "resource"})
 
+	m.historySkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "history_skipped_total",
+		Help: "Changes a PostgreSQL sink wrote to objects but not to changes: only ignored paths (resources[].history.ignorePaths) changed.",
+	}, []string{"sink", "resource"})
 	m.quarantined = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "quarantined_total",
 		Help: "Changes a sink could not store (e.g. JSON PostgreSQL rejects) and put in quarantine instead; the stream went on.",
@@ -216,7 +224,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
-		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.timeTravels,
+		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.historySkipped, m.timeTravels,
 		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.relistCauses, m.relistListed, m.streamingG,
 	)
 	return m
@@ -341,6 +349,14 @@ func (m *Metrics) Quarantined(sink, resource string, n int) {
 		return
 	}
 	m.quarantined.WithLabelValues(sink, resource).Add(float64(n))
+}
+
+// HistorySkipped counts n changes of resource that sink left out of its history as noise.
+func (m *Metrics) HistorySkipped(sink, resource string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.historySkipped.WithLabelValues(sink, resource).Add(float64(n))
 }
 
 // TimeTravel counts a time travel sink found in resource (pipeline.TimeTravelObserver).

@@ -21,3 +21,19 @@ func TestQuarantinedCountsPerSinkAndResource(t *testing.T) {
 		t.Error("a count of 0 made a series")
 	}
 }
+
+func TestHistorySkippedCountsPerSinkAndResource(t *testing.T) {
+	m := New()
+	m.HistorySkipped("pg", "nodes", 2)
+	m.HistorySkipped("pg", "nodes", 3)
+	m.HistorySkipped("pg", "pods", 0)
+	var nilMetrics *Metrics
+	nilMetrics.HistorySkipped("pg", "nodes", 1)
+	text := scrape(t, m.Handler())
+	if want := `kube_cdc_history_skipped_total{resource="nodes",sink="pg"} 5`; !strings.Contains(text, want) {
+		t.Errorf("scrape lacks %s", want)
+	}
+	if strings.Contains(text, `kube_cdc_history_skipped_total{resource="pods"`) {
+		t.Error("a count of 0 made a series")
+	}
+}

@@ -45,6 +45,9 @@ type Target struct {
 	Waiting bool
 	// Resync is the Spec's.
 	Resync time.Duration
+	// Spec is the index of the Spec the target was resolved from, for what the
+	// configuration says of it beyond the source (resources[Spec].history).
+	Spec int
 
 	version string // the version the configured name gave (group/version/resource); "": the server's preferred
 }
@@ -133,7 +136,7 @@ func resolve(disc discovery.DiscoveryInterface, specs []Spec, wait bool) ([]Targ
 			}
 			seen[id] = s.Name
 			targets = append(targets, Target{Resource: r, Namespaces: sc.Namespaces, LabelSelector: sc.LabelSelector, FieldSelector: sc.FieldSelector,
-				Waiting: waiting, Resync: s.Resync, version: version})
+				Waiting: waiting, Resync: s.Resync, Spec: i, version: version})
 		}
 	}
 	return targets, nil

@@ -98,6 +98,7 @@ func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, sco
 			Resource: res.ID(), Scope: ScopeOf(scopes, row.Scope), ScopeID: row.Scope,
 			Checkpoint: checkpointStatus{ResourceVersion: row.Checkpoint.String(), UpdatedAt: &updated, Epoch: row.Epoch},
 			Objects:    objectCounts{Live: row.Live, Deleted: ptr(row.Deleted), Quarantined: ptr(row.Quarantined)},
+			History:    &historyCounts{Skipped: row.HistorySkipped},
 		}
 		if row.Epoch > 0 {
 			tt := &timeTravel{Reason: row.EpochReason}

@@ -56,6 +56,16 @@ type resourceStatus struct {
 	// Quarantined names the changes the sink could not store whose keys no later version
 	// replaced (at most QuarantineList per resource).
 	Quarantined []quarantinedChange `json:"quarantined,omitempty"`
+	// History is what a PostgreSQL sink left out of its changes table (absent for other
+	// sinks).
+	History *historyCounts `json:"history,omitempty"`
+}
+
+// historyCounts are a PostgreSQL sink's counts of the resource's history, per scope.
+type historyCounts struct {
+	// Skipped counts the versions written to objects but not to changes because only
+	// ignored paths changed (resources[].history.ignorePaths), since the sink began.
+	Skipped int64 `json:"skipped"`
 }
 
 // checkpointStatus is where the resource's stream resumes.
@@ -240,6 +250,10 @@ func writeTable(out io.Writer, r *Report, now time.Time) {
 					line += fmt.Sprintf(", found %s (%s)", tt.DetectedAt.UTC().Format(time.RFC3339), tt.Reason)
 				}
 				lines = append(lines, line)
+			}
+			if h := res.History; h != nil && h.Skipped > 0 {
+				lines = append(lines, fmt.Sprintf("sink %s: %s %s: %d versions left out of changes as noise (only ignored paths changed: history.ignorePaths)",
+					s.Name, res.Resource, scope, h.Skipped))
 			}
 			lines = append(lines, quarantineLines(s.Name, res)...)
 		}

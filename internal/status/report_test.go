@@ -159,3 +159,31 @@ func TestStatusNamesAResourceWhoseAccessWasLostBesideTheDegradedOnes(t *testing.
 		}
 	}
 }
+
+// A PostgreSQL sink's versions left out of changes as noise: a line when there are any,
+// and history.skipped in the document.
+func TestStatusNamesTheVersionsLeftOutOfHistoryAsNoise(t *testing.T) {
+	r := &Report{Cluster: "dev", Sinks: []Sink{{Name: "warehouse", Type: "postgres", CheckpointStore: "postgres", Resources: []resourceStatus{
+		{Resource: "nodes", Scope: &Scope{Namespaces: []string{}}, Checkpoint: checkpointStatus{ResourceVersion: "9"}, History: &historyCounts{Skipped: 42}},
+		{Resource: "pods", Scope: &Scope{Namespaces: []string{}}, Checkpoint: checkpointStatus{ResourceVersion: "9"}, History: &historyCounts{}},
+	}}}}
+	var out bytes.Buffer
+	if err := Write(&out, r, "table", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if want := "sink warehouse: nodes all: 42 versions left out of changes as noise"; !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in:\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "pods all: 0 versions") {
+		t.Errorf("a line for pods, which left nothing out:\n%s", out.String())
+	}
+	out.Reset()
+	if err := Write(&out, r, "json", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"history": {
+            "skipped": 42
+          }`) {
+		t.Errorf("no history.skipped 42 in:\n%s", out.String())
+	}
+}

@@ -69,7 +69,7 @@ type pgTable struct {
 // runTables are the tables run reads and writes (tablePrivileges); checkTables adds
 // schema_migrations, which migrate: true reads at every start.
 var (
-	runTables   = []string{"objects", "changes", "checkpoints", "quarantine"}
+	runTables   = []string{"objects", "changes", "checkpoints", "quarantine", "history_skipped"}
 	checkTables = append(slices.Clone(runTables), "schema_migrations")
 )
 
@@ -236,7 +236,7 @@ func (st *pgState) judge(o Options, migrate bool) (string, []string) {
 	} else {
 		var missing []string
 		for _, name := range runTables {
-			if _, ok := st.tables[name]; !ok {
+			if _, ok := st.tables[name]; !ok && tablePrivileges(name, o) != nil {
 				missing = append(missing, schema+"."+name)
 			}
 		}
@@ -281,7 +281,8 @@ func (st *pgState) judge(o Options, migrate bool) (string, []string) {
 // tablePrivileges is what run does to each table (statements.go):
 // the RV-guarded upsert reads, inserts and updates objects; changes are only inserted
 // (ON CONFLICT DO NOTHING reads nothing) unless retention deletes old ones; checkpoints
-// are read and upserted; quarantine rows are inserted and resolved.
+// are read and upserted; quarantine rows are inserted and resolved; history_skipped rows
+// are upserted when a resource has ignore paths (Options.Noise).
 func tablePrivileges(table string, o Options) []string {
 	switch table {
 	case "objects":
@@ -296,6 +297,12 @@ func tablePrivileges(table string, o Options) []string {
 		return []string{"INSERT"}
 	case "checkpoints", "quarantine":
 		return []string{"SELECT", "INSERT", "UPDATE"}
+	case "history_skipped":
+		// Counted by an upsert that adds to the row (noise.go), only for resources with
+		// ignore paths.
+		if o.Noise {
+			return []string{"SELECT", "INSERT", "UPDATE"}
+		}
 	}
 	return nil
 }

@@ -64,6 +64,17 @@ func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t 
 	if err != nil {
 		t.Fatalf("Check with every privilege run needs: %v", err)
 	}
+	// A resource with ignore paths (node heartbeats): run counts what it leaves out.
+	noisy := opts
+	noisy.Noise = true
+	if _, err := Check(testCtx(t), "warehouse", cluster, noisy, testLog(t)); err == nil ||
+		!strings.Contains(err.Error(), "may not INSERT into kube_cdc.history_skipped, UPDATE kube_cdc.history_skipped") {
+		t.Errorf("Check of a sink with ignore paths, without privileges on history_skipped: %v", err)
+	}
+	exec("GRANT INSERT, UPDATE ON kube_cdc.history_skipped TO %s")
+	if _, err := Check(testCtx(t), "warehouse", cluster, noisy, testLog(t)); err != nil {
+		t.Errorf("Check of a sink with ignore paths and every privilege run needs: %v", err)
+	}
 	if want := "postgres reachable as " + role + "; may read and write schema kube_cdc"; detail != want {
 		t.Errorf("detail %q, want %q", detail, want)
 	}

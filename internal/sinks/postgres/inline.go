@@ -24,7 +24,10 @@ import (
 // data-modifying CTEs on one snapshot), which is why only batches whose writes do not
 // read each other's results go this way: no snapshot upserts (revive must run before the
 // upsert), no quarantined changes (their insert reads the upserted row), no hard
-// deletes, no time travel.
+// deletes, no time travel. Updates that may be noise need no more than that snapshot:
+// the noise CTE compares them with the objects rows as they were before the upsert, the
+// changes insert leaves them out, and the statement returns one row per change left out
+// (its command tag counts them).
 
 // inlineFixed are the parameters before the batch's rows: $1 cluster, $2 group, $3
 // version, $4 resource, $5 kind, $6 hard delete, then, for a statement that saves the
@@ -40,9 +43,18 @@ func inlineFixed(checkpoint bool) int {
 // inlineStatements builds (once per batch size) and caches the single statements.
 type inlineStatements struct {
 	objects, changes, resolve, checkpoint string // the CTEs' bodies, numbered as inlineFixed says
+	schema                                string
 
 	mu  sync.Mutex
-	sql map[int]inlineStatement // key: rows, negated when the statement saves no checkpoint
+	sql map[inlineKey]inlineStatement
+}
+
+// inlineKey names one single statement: its rows, whether it saves the checkpoint, and
+// the resource scope whose noise it leaves out ("": none).
+type inlineKey struct {
+	rows       int
+	checkpoint bool
+	noise      string
 }
 
 // inlineStatement is one single statement and the name it is prepared under.
@@ -64,21 +76,23 @@ func renumber(sql string, to map[int]int) string {
 func newInlineStatements(schema string, st statements) *inlineStatements {
 	resource := map[int]int{3: 4} // $1 cluster, $2 group, $3 resource → the layout's $4
 	return &inlineStatements{
+		schema:  schema,
 		objects: upsertSQL(schema, "latest"),
-		changes: renumber(insertChangesSQL(schema, "stage"), resource),
+		changes: renumber(insertChangesSQL(schema, "stage", false), resource),
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
-		sql:        map[int]inlineStatement{},
+		sql:        map[inlineKey]inlineStatement{},
 	}
 }
 
 // statement returns the single statement for rows staged changes, saving the checkpoint
-// or not.
-func (in *inlineStatements) statement(rows int, checkpoint bool) inlineStatement {
-	key := rows
-	if !checkpoint {
-		key = -rows
+// or not, leaving noise's noise out of changes (nil: none). With noise, the sink and the
+// scope are the two parameters after the rows.
+func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL) inlineStatement {
+	key := inlineKey{rows: rows, checkpoint: checkpoint}
+	if noise != nil {
+		key.noise = noise.key
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -91,14 +105,30 @@ func (in *inlineStatements) statement(rows int, checkpoint bool) inlineStatement
 	sb.WriteString(") AS (VALUES ")
 	writeStageValues(&sb, rows, inlineFixed(checkpoint)+1, stageTypes[:])
 	sb.WriteString("),\nlatest AS (SELECT DISTINCT ON (namespace, name) * FROM stage ORDER BY namespace, name, epoch DESC, rv DESC, seq DESC),\n")
-	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", in.objects, in.changes, in.resolve)
+	changes := in.changes
+	if noise != nil {
+		// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope → the layout's $1, $2, $4
+		// and the two after the rows.
+		after := inlineFixed(checkpoint) + rows*stageWidth
+		fmt.Fprintf(&sb, "%s,\nw_tally AS (%s),\n", renumber(noise.ctes, map[int]int{3: 4}),
+			renumber(tallySQL(in.schema, "noise"), map[int]int{3: 4, 4: after + 1, 5: after + 2}))
+		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false), map[int]int{3: 4})
+	}
+	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", in.objects, changes, in.resolve)
 	if checkpoint {
 		fmt.Fprintf(&sb, ",\nw_checkpoint AS (%s)", in.checkpoint)
 	}
-	sb.WriteString("\nSELECT 1")
+	if noise != nil {
+		sb.WriteString("\nSELECT 1 FROM noise") // the command tag counts the noise
+	} else {
+		sb.WriteString("\nSELECT 1")
+	}
 	st := inlineStatement{name: fmt.Sprintf("kube_cdc_inline_%d", rows), sql: sb.String()}
 	if !checkpoint {
 		st.name += "_nocheckpoint"
+	}
+	if noise != nil {
+		st.name += fmt.Sprintf("_noise_%d", len(in.sql)) // one name per resource scope's paths
 	}
 	in.sql[key] = st
 	return st
@@ -128,9 +158,16 @@ func (s *Sink) writeInline(ctx context.Context, w *batchWrite) error {
 		v, _ := rows.Values()
 		args = append(args, v...)
 	}
-	st := s.inline.statement(len(w.staged), checkpoint)
-	if err := s.exchange.Exec(ctx, st.name, st.sql, args); err != nil {
+	if w.ignore != nil {
+		args = append(args, s.name, w.res.Scope)
+	}
+	st := s.inline.statement(len(w.staged), checkpoint, w.ignore)
+	tag, err := s.exchange.ExecTag(ctx, st.name, st.sql, args)
+	if err != nil {
 		return err
+	}
+	if w.ignore != nil {
+		w.skipped = tag.RowsAffected()
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("wrote batch", "sink", s.name, "resource", w.res.ID(), "changes", len(w.staged),

@@ -23,4 +23,9 @@ type Options struct {
 	Retention time.Duration `koanf:"retention"`
 	// MaxConns caps the connection pool. Default DefaultMaxConns.
 	MaxConns int32 `koanf:"maxConns"`
+
+	// Noise says, to Check, that a resource this sink writes has ignore paths
+	// (resources[].history; SetIgnorePaths), so that run counts the changes it leaves
+	// out in history_skipped. Not a config key: the command that checks sets it.
+	Noise bool `koanf:"-"`
 }

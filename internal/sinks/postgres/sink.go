@@ -28,9 +28,12 @@ type Sink struct {
 	inline        *inlineStatements // single-statement writes of small batches (inline.go)
 	// exchange sends the single statements in one round trip (pgx's Exec when the DSN
 	// asks pgx not to prepare statements).
-	exchange   *roundtrip.Executor
-	metrics    Metrics // optional: SetMetrics
-	noPrecheck bool    // tests: leave every poison object to the bisecting safety net
+	exchange *roundtrip.Executor
+	metrics  Metrics // optional: SetMetrics
+	// ignore holds the noise statements of each resource scope that has ignore paths
+	// (SetIgnorePaths, noise.go), by ignoreKey.
+	ignore     map[string]*noiseSQL
+	noPrecheck bool // tests: leave every poison object to the bisecting safety net
 
 	// Retention runs in the background, at most one at a time, until Close.
 	bgCtx         context.Context

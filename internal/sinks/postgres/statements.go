@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 )
 
 // The staging table one Write copies its batch into. It lives in the session's temporary
@@ -29,7 +31,8 @@ const (
 		object      jsonb,
 		labels      jsonb       NOT NULL,
 		changed_by  text        NOT NULL,
-		observed_at timestamptz NOT NULL
+		observed_at timestamptz NOT NULL,
+		skip        boolean     NOT NULL DEFAULT false  -- noise: no changes row (skipNoiseSQL); not copied
 	) ON COMMIT DELETE ROWS`
 )
 
@@ -131,7 +134,7 @@ func newStatements(schema string) statements {
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
-		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage"),
+		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
@@ -179,11 +182,14 @@ func newStatements(schema string) statements {
 
 		status: fmt.Sprintf(`SELECT c.sink, c.api_group, c.resource, c.scope, c.resource_version, c.updated_at,
 				coalesce(o.live, 0), coalesce(o.deleted, 0), coalesce(q.quarantined, 0),
-				c.epoch, coalesce(e.reason, ''), e.detected_at
+				c.epoch, coalesce(e.reason, ''), e.detected_at, coalesce(h.skipped, 0)
 			  FROM %[1]s.checkpoints c
 			  LEFT JOIN LATERAL (SELECT reason, detected_at FROM %[1]s.epochs
 					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
 					  AND resource = c.resource AND scope = c.scope AND epoch = c.epoch) e ON true
+			  LEFT JOIN LATERAL (SELECT skipped FROM %[1]s.history_skipped
+					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
+					  AND resource = c.resource AND scope = c.scope) h ON true
 			  LEFT JOIN (SELECT api_group, resource,
 						count(*) FILTER (WHERE deleted_at IS NULL)     AS live,
 						count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted
@@ -246,20 +252,92 @@ func upsertSQL(schema, src string) string {
 		      AND %s`, schema, src, drifted("o."))
 }
 
+// noiseSQL is what a write runs to leave a resource scope's noise out of changes (see
+// skipNoiseSQL): the statement for the stage table, and the parts the single statement of
+// a small batch (inline.go) is built from.
+type noiseSQL struct {
+	key   string // ignoreKey of the resource scope
+	stage string // skipNoiseSQL
+	ctes  string // noiseCTEs over the relation "stage"
+}
+
+func newNoiseSQL(schema, key string, paths []string) *noiseSQL {
+	return &noiseSQL{key: key, stage: skipNoiseSQL(schema, paths), ctes: noiseCTEs(schema, "stage", paths)}
+}
+
+// skipNoiseSQL marks the noise among the staged changes of a resource whose ignore paths
+// are paths (ignorepaths), counts it in history_skipped and returns how many it marked.
+// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope. Runs before the upsert and the
+// changes insert, for batches that hold watch updates.
+func skipNoiseSQL(schema string, paths []string) string {
+	return fmt.Sprintf(`WITH %[2]s,
+		marked AS (UPDATE pg_temp.kube_cdc_stage s SET skip = true FROM noise n WHERE s.seq = n.seq RETURNING 1),
+		tally AS (%[3]s)
+		SELECT count(*) FROM marked`, schema, noiseCTEs(schema, "pg_temp.kube_cdc_stage", paths), tallySQL(schema, "marked"))
+}
+
+// noiseCTEs are the CTEs "ordered" and "noise": noise is the seq of every change of stage
+// (a relation with the stage's columns) that is noise. A staged update is noise when it
+// equals the previous version of the same uid but under the ignored paths
+// (ignorepaths.EqualSQL). The previous version is the batch's previous one of the key,
+// in (epoch, RV) order, else the objects row (which the write has not replaced yet: the
+// statement runs before the upsert, or beside it on the same snapshot). Creates,
+// deletes, snapshots and an update after a delete or of another uid are never noise; nor
+// is an update the objects row is not below (a batch written again: it may then record a
+// version it left out the first time, never fewer). Only the narrow key columns are
+// sorted, and each update costs one primary key lookup. $1 cluster, $2 group, $3
+// resource.
+func noiseCTEs(schema, stage string, paths []string) string {
+	return fmt.Sprintf(`ordered AS (
+			SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
+			  FROM %[4]s),
+		noise AS (
+			SELECT c.seq
+			  FROM ordered x
+			  JOIN %[4]s c ON c.seq = x.seq
+			  LEFT JOIN %[4]s p ON p.seq = x.prev
+			 WHERE c.op = 'update' AND NOT c.snapshot AND c.object IS NOT NULL
+			   AND CASE WHEN x.prev IS NULL
+			            -- A subplan in the CASE: one primary key lookup per update (the
+			            -- row is judged in the SELECT list, so that no condition makes the
+			            -- partial objects_live index, a scan of the whole resource, look fit).
+			            THEN (SELECT o.deleted_at IS NULL AND o.uid = c.uid AND o.object IS NOT NULL
+			                         AND (o.epoch, o.resource_version) < (c.epoch, c.rv) AND %[2]s
+			                    FROM %[1]s.objects o
+			                   WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+			                     AND o.namespace = c.namespace AND o.name = c.name) IS TRUE
+			            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL AND %[3]s
+			       END)`, schema, ignorepaths.EqualSQL(paths, "o.object", "c.object"), ignorepaths.EqualSQL(paths, "p.object", "c.object"), stage)
+}
+
+// tallySQL adds the rows of src (one per change left out) to history_skipped. $1
+// cluster, $2 group, $3 resource, $4 sink, $5 scope.
+func tallySQL(schema, src string) string {
+	return fmt.Sprintf(`INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
+			SELECT $1, $4, $2, $3, $5, m.n, now() FROM (SELECT count(*) AS n FROM %[2]s) m WHERE m.n > 0
+			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
+			SET skipped = h.skipped + excluded.skipped, updated_at = now()`, schema, src)
+}
+
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
-// changes, in seq order. $1 cluster, $2 group, $3 resource.
-func insertChangesSQL(schema, stage string) string {
+// changes, in seq order, but those skipNoiseSQL marked when marks (the stage table has the
+// skip column). $1 cluster, $2 group, $3 resource.
+func insertChangesSQL(schema, stage string, marks bool) string {
+	noise := ""
+	if marks {
+		noise = "st.skip OR "
+	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 		  FROM %[2]s st
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
-		 WHERE NOT (st.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
+		 WHERE NOT (%[3]sst.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
 		 ORDER BY seq
-		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage)
+		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage, noise)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per

@@ -28,6 +28,9 @@ type ResourceStatus struct {
 	Epoch       int
 	EpochReason string
 	EpochSince  time.Time
+	// HistorySkipped counts the versions of the scope written to objects but not to
+	// changes, as noise (history_skipped, migration 011).
+	HistorySkipped int64
 }
 
 // Status reports every checkpoint of this sink's cluster in the schema (one per sink,
@@ -42,7 +45,7 @@ func (s *Sink) Status(ctx context.Context) ([]ResourceStatus, error) {
 		var epoch int32
 		var since *time.Time
 		err := row.Scan(&r.Sink, &r.Group, &r.Resource, &r.Scope, &r.Checkpoint, &r.UpdatedAt, &r.Live, &r.Deleted, &r.Quarantined,
-			&epoch, &r.EpochReason, &since)
+			&epoch, &r.EpochReason, &since, &r.HistorySkipped)
 		r.Epoch = int(epoch)
 		if since != nil {
 			r.EpochSince = *since

@@ -30,6 +30,9 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	}
 	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, clusterUID: b.ClusterUID, travel: b.TimeTravel}
 	w.staged, w.bad = screen(b.Changes, !s.noPrecheck)
+	if n := s.ignore[ignoreKey(b.Resource)]; n != nil && hasWatchUpdate(w.staged) {
+		w.ignore = n
+	}
 	var err error
 	if s.inlines(w) {
 		err = s.writeInline(ctx, w)
@@ -47,6 +50,9 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), w.res.ID(), classify(err, s.password))
 	}
 	s.reportQuarantined(ctx, w.res, w.bad)
+	if hm, ok := s.metrics.(historyMetrics); ok && w.skipped > 0 {
+		hm.HistorySkipped(s.name, w.res.ID(), int(w.skipped))
+	}
 	s.maybeRetain()
 	return nil
 }
@@ -61,6 +67,11 @@ type batchWrite struct {
 	travel     *change.TimeTravel
 	staged     []change.Change
 	bad        []quarantined
+	// ignore is the resource scope's noise statements when the batch holds watch updates
+	// that may be noise, else nil; skipped counts the changes the write left out of
+	// changes as noise.
+	ignore  *noiseSQL
+	skipped int64
 }
 
 // savesCheckpoint says whether the batch moves the checkpoint: any RV, and in a later
@@ -83,6 +94,13 @@ func (s *Sink) writeCopy(ctx context.Context, w *batchWrite) error {
 			steps.done("copy")
 		}
 		for _, st := range s.plan(w) {
+			if st.skipped != nil {
+				if err := tx.QueryRow(ctx, st.sql, st.args...).Scan(st.skipped); err != nil {
+					return err
+				}
+				steps.done(st.step)
+				continue
+			}
 			tag, err := tx.Exec(ctx, st.sql, st.args...)
 			if err != nil {
 				return err
@@ -140,6 +158,13 @@ func (s *Sink) writeSmall(ctx context.Context, w *batchWrite) error {
 		}
 	}
 	for _, st := range plan {
+		if st.skipped != nil {
+			if err := br.QueryRow().Scan(st.skipped); err != nil {
+				br.Close()
+				return err
+			}
+			continue
+		}
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
@@ -165,6 +190,8 @@ type statement struct {
 	args []any
 	step string       // names the step in the debug log's timings; "" for none
 	bad  *quarantined // a quarantine insert: told whether it inserted a row
+	// skipped: the statement (skipNoiseSQL) returns one row, a count, which goes here.
+	skipped *int64
 }
 
 // plan is what follows the stage fill, in order: the objects upsert (and hard delete),
@@ -174,7 +201,7 @@ type statement struct {
 func (s *Sink) plan(w *batchWrite) []statement {
 	var out []statement
 	if len(w.staged) > 0 {
-		out = append(out, s.stagedStatements(w.res, w.staged)...)
+		out = append(out, s.stagedStatements(w.res, w.staged, w.ignore, &w.skipped)...)
 	}
 	for i := range w.bad {
 		out = append(out, statement{sql: s.sql.quarantine, args: quarantineArgs(s.cluster, w.res, &w.bad[i]), bad: &w.bad[i]})
@@ -191,9 +218,15 @@ func (s *Sink) plan(w *batchWrite) []statement {
 	return out
 }
 
-// stagedStatements move the staged changes into objects and changes.
-func (s *Sink) stagedStatements(res change.Resource, staged []change.Change) []statement {
+// stagedStatements move the staged changes into objects and changes. With ignore (the
+// resource scope's noise statements) the noise is marked first, against the objects rows
+// the upsert replaces, and counted into skipped.
+func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ignore *noiseSQL, skipped *int64) []statement {
 	var out []statement
+	if ignore != nil {
+		out = append(out, statement{sql: ignore.stage, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
+			step: "noise", skipped: skipped})
+	}
 	if s.opts.HardDelete {
 		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
 	}
@@ -203,6 +236,17 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change) []s
 	return append(out,
 		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"},
 		statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource}, step: "changes"})
+}
+
+// hasWatchUpdate reports whether cs holds an update read from a watch, the only kind of
+// change that may be noise (skipNoiseSQL).
+func hasWatchUpdate(cs []change.Change) bool {
+	for i := range cs {
+		if cs[i].Op == change.OpUpdate && !cs[i].Snapshot && cs[i].Object != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // hasSnapshot reports whether cs holds a snapshot upsert, which may revive a row (revive).
@@ -242,6 +286,7 @@ func (s *Sink) checkpointStatement(w *batchWrite) statement {
 // ids keep batch order and a quarantined change is in place before any later version of
 // its key resolves it. The cost is about two COPYs of the batch per change at fault.
 func (s *Sink) writeBisecting(ctx context.Context, w *batchWrite) error {
+	w.skipped = 0 // the failed write's count was rolled back with it
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := setWorkMem(ctx, tx, w.staged); err != nil {
 			return err
@@ -253,7 +298,7 @@ func (s *Sink) writeBisecting(ctx context.Context, w *batchWrite) error {
 		}
 		var try, halves func(cs []change.Change) error
 		try = func(cs []change.Change) error {
-			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.writeChunk(ctx, sp, w.res, cs) })
+			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.writeChunk(ctx, sp, w, w.res, cs) })
 			pgErr := dataException(err)
 			switch {
 			case pgErr == nil:
@@ -264,7 +309,7 @@ func (s *Sink) writeBisecting(ctx context.Context, w *batchWrite) error {
 			q := quarantined{c: cs[0], reason: pgReason(pgErr), sqlstate: pgErr.Code}
 			if c := cs[0]; c.Op == change.OpDelete && (c.Object != nil || c.Labels != nil) {
 				stripped := []change.Change{stripObject(c)}
-				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.writeChunk(ctx, sp, w.res, stripped) })
+				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.writeChunk(ctx, sp, w, w.res, stripped) })
 				if err == nil {
 					q.stripped = true
 				} else if dataException(err) == nil {
@@ -306,18 +351,30 @@ func (s *Sink) writeBisecting(ctx context.Context, w *batchWrite) error {
 
 // writeChunk writes some staged changes inside writeBisecting's transaction and empties
 // the stage again for the next chunk.
-func (s *Sink) writeChunk(ctx context.Context, tx pgx.Tx, res change.Resource, cs []change.Change) error {
+func (s *Sink) writeChunk(ctx context.Context, tx pgx.Tx, w *batchWrite, res change.Resource, cs []change.Change) error {
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, stageColumns, &stageRows{changes: cs}); err != nil {
 		return err
 	}
-	sts := append(s.stagedStatements(res, cs),
+	var skipped int64
+	var ignore *noiseSQL
+	if hasWatchUpdate(cs) {
+		ignore = w.ignore
+	}
+	sts := append(s.stagedStatements(res, cs, ignore, &skipped),
 		statement{sql: s.sql.resolve, args: []any{s.cluster, res.Group, res.Resource}},
 		statement{sql: clearStage})
 	for _, st := range sts {
+		if st.skipped != nil {
+			if err := tx.QueryRow(ctx, st.sql, st.args...).Scan(st.skipped); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
 			return err
 		}
 	}
+	w.skipped += skipped // the chunk is written (its savepoint may still roll back: see try)
 	return nil
 }
 

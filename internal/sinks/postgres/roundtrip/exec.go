@@ -55,23 +55,30 @@ const exchangeMaxBytes = 64 << 10
 // other than cache_statement, as behind a transaction-pooling pgbouncer) goes through
 // pgx's Exec instead.
 func (e *Executor) Exec(ctx context.Context, name, sql string, args []any) error {
+	_, err := e.ExecTag(ctx, name, sql, args)
+	return err
+}
+
+// ExecTag is Exec that also returns the statement's command tag ("SELECT 3", "INSERT 0
+// 1"): a statement can tell the caller a count that way without returning rows to read.
+func (e *Executor) ExecTag(ctx context.Context, name, sql string, args []any) (pgconn.CommandTag, error) {
 	if !e.prepares {
-		_, err := e.pool.Exec(ctx, sql, args...)
-		return err
+		return e.pool.Exec(ctx, sql, args...)
 	}
+	var tag pgconn.CommandTag
 	c, err := e.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return tag, err
 	}
 	defer c.Release()
 	conn := c.Conn()
 	sd, err := conn.Prepare(ctx, name, sql)
 	if err != nil {
-		return err
+		return tag, err
 	}
 	var q pgx.ExtendedQueryBuilder
 	if err := q.Build(conn.TypeMap(), sd, args); err != nil {
-		return err
+		return tag, err
 	}
 	size := 0
 	for _, v := range q.ParamValues {
@@ -79,11 +86,10 @@ func (e *Executor) Exec(ctx context.Context, name, sql string, args []any) error
 	}
 	pc := conn.PgConn()
 	if size > exchangeMaxBytes || pc.IsBusy() {
-		_, err := conn.Exec(ctx, sql, args...)
-		return err
+		return conn.Exec(ctx, sql, args...)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return tag, err
 	}
 	f := pc.Frontend()
 	f.SendBind(&pgproto3.Bind{PreparedStatement: sd.Name, ParameterFormatCodes: q.ParamFormats, Parameters: q.ParamValues,
@@ -97,7 +103,7 @@ func (e *Executor) Exec(ctx context.Context, name, sql string, args []any) error
 	var pgErr *pgconn.PgError
 	connErr := f.Flush()
 	if connErr == nil {
-		pgErr, connErr = readResults(pc)
+		pgErr, tag, connErr = readResults(pc)
 	}
 	interrupted := !stop()
 	if interrupted || connErr != nil {
@@ -109,33 +115,37 @@ func (e *Executor) Exec(ctx context.Context, name, sql string, args []any) error
 	}
 	switch {
 	case connErr != nil && interrupted:
-		return fmt.Errorf("%w: %w", context.Cause(ctx), connErr)
+		return tag, fmt.Errorf("%w: %w", context.Cause(ctx), connErr)
 	case connErr != nil:
-		return connErr
+		return tag, connErr
 	case pgErr != nil:
-		return pgErr
+		return tag, pgErr
 	}
-	return nil // the ReadyForQuery came: done, even if the context ended just after
+	return tag, nil // the ReadyForQuery came: done, even if the context ended just after
 }
 
 // readResults reads a statement's results up to the ReadyForQuery that ends them. It
 // returns the server's error, if it sent one (the first: the server then skips to the
-// Sync), and the error that ended the reading before the ReadyForQuery, if any.
-func readResults(pc *pgconn.PgConn) (*pgconn.PgError, error) {
+// Sync), the statement's command tag, and the error that ended the reading before the
+// ReadyForQuery, if any.
+func readResults(pc *pgconn.PgConn) (*pgconn.PgError, pgconn.CommandTag, error) {
 	var pgErr *pgconn.PgError
+	var tag pgconn.CommandTag
 	for {
 		// context.Background: Exec watches the context itself, once.
 		msg, err := pc.ReceiveMessage(context.Background())
 		if err != nil {
-			return pgErr, err
+			return pgErr, tag, err
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
 			if pgErr == nil {
 				pgErr = pgconn.ErrorResponseToPgError(m)
 			}
+		case *pgproto3.CommandComplete:
+			tag = pgconn.NewCommandTag(string(m.CommandTag))
 		case *pgproto3.ReadyForQuery:
-			return pgErr, nil
+			return pgErr, tag, nil
 		}
 	}
 }

@@ -231,3 +231,20 @@ func TestAStatementIsPreparedOnlyWhenTheDSNLetsPgxPrepare(t *testing.T) {
 		})
 	}
 }
+
+// ExecTag returns the statement's command tag: a count the statement tells without rows
+// to read.
+func TestExecTagReturnsTheStatementsCommandTag(t *testing.T) {
+	pool := newPool(t, pg.NewDatabase(t))
+	e := New(pool)
+	ctx := testCtx(t)
+	for range 2 { // prepared, then from the connection's cache
+		tag, err := e.ExecTag(ctx, "three", `SELECT g FROM generate_series(1, $1::int) g`, []any{3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag.String() != "SELECT 3" || tag.RowsAffected() != 3 {
+			t.Errorf("tag %q, want SELECT 3", tag)
+		}
+	}
+}
