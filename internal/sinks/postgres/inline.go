@@ -65,7 +65,7 @@ func newInlineStatements(schema string, st statements) *inlineStatements {
 	resource := map[int]int{3: 4} // $1 cluster, $2 group, $3 resource → the layout's $4
 	return &inlineStatements{
 		objects: upsertSQL(schema, "latest"),
-		changes: renumber(insertChangesSQL(schema, "stage"), resource),
+		changes: renumber(insertChangesSQL(schema, "stage"), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),

@@ -7,6 +7,9 @@ const (
 	DefaultSchema   = "kube_cdc"
 	DefaultMigrate  = true // the config layer's: a false Options.Migrate is an explicit choice
 	DefaultMaxConns = 4
+	// DefaultPartitionsAhead is how many months of changes partitions exist ahead of the
+	// current one (migration 012).
+	DefaultPartitionsAhead = 3
 )
 
 // Options configures the PostgreSQL sink: the `sinks[].postgres` config keys.
@@ -23,4 +26,15 @@ type Options struct {
 	Retention time.Duration `koanf:"retention"`
 	// MaxConns caps the connection pool. Default DefaultMaxConns.
 	MaxConns int32 `koanf:"maxConns"`
+	// PartitionsAhead is how many monthly partitions of changes the sink keeps created
+	// ahead of the current month (at start and every hour). Default
+	// DefaultPartitionsAhead; rows of a month not created yet go to changes_default.
+	PartitionsAhead int `koanf:"partitionsAhead"`
+}
+
+func (o Options) partitionsAhead() int {
+	if o.PartitionsAhead <= 0 {
+		return DefaultPartitionsAhead
+	}
+	return o.PartitionsAhead
 }

@@ -56,9 +56,10 @@ func drifted(p string) string {
 
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
-	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
-	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                string
-	scopes, forgetScopes                                                                              string
+	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status string
+	partitions, retentionRows, partitionWanted, recordRetention, ensurePartitions          string
+	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                     string
+	scopes, forgetScopes                                                                   string
 }
 
 func newStatements(schema string) statements {
@@ -126,7 +127,7 @@ func newStatements(schema string) statements {
 			  AND o.namespace = s.namespace AND o.name = s.name
 			  AND (o.epoch, o.resource_version) <= (s.epoch, s.rv)`, s, latestPerKey),
 
-		// $1 cluster, $2 group, $3 resource. ids follow batch order because of the ORDER BY
+		// $1 cluster, $2 group, $3 resource, $4 hard delete. ids follow batch order because of the ORDER BY
 		// seq, and only because of it: a sequential scan of the stage does not return rows
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
@@ -195,10 +196,35 @@ func newStatements(schema string) statements {
 			 WHERE c.cluster = $1
 			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
 
-		// $1 cluster, $2 cutoff, $3 chunk. Only this sink's cluster: several clusters may
-		// share the database, each with its own retention.
-		retention: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE id IN (
-			SELECT id FROM %[1]s.changes WHERE cluster = $1 AND observed_at < $2 LIMIT $3)`, s),
+		// The partitions of changes (migration 012) with their ranges, oldest first; NULL
+		// bounds are MINVALUE (changes_legacy) or the default partition's.
+		partitions: fmt.Sprintf(`SELECT c.relname,
+				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1]::timestamptz,
+				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz
+			  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			 WHERE i.inhparent = '%s.changes'::regclass
+			 ORDER BY 3 NULLS LAST`, s),
+		// %%s the partition. $1 cluster, $2 cutoff, $3 chunk. Only this sink's cluster:
+		// several clusters may share the database, each with its own retention.
+		retentionRows: `DELETE FROM %s p WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM %[1]s WHERE cluster = $1 AND observed_at < $2 LIMIT $3))`,
+		// %%s the partition. $1 cluster, $2 its upper bound. How many other clusters want
+		// rows of it: those that have some and keep them forever, are not recorded, or
+		// keep less than its age. The clusters are read by a skip scan of the (cluster,
+		// observed_at) index: one probe per cluster, whatever the partition's size.
+		partitionWanted: fmt.Sprintf(`WITH RECURSIVE cl(cluster) AS (
+				(SELECT cluster FROM %%[1]s ORDER BY cluster LIMIT 1)
+				UNION ALL
+				SELECT (SELECT p.cluster FROM %%[1]s p WHERE p.cluster > cl.cluster ORDER BY p.cluster LIMIT 1)
+				  FROM cl WHERE cl.cluster IS NOT NULL)
+			SELECT count(*) FROM cl LEFT JOIN %[1]s.retention r USING (cluster)
+			 WHERE cl.cluster IS NOT NULL AND cl.cluster <> $1
+			   AND (r.keep IS NULL OR now() - r.keep < $2::timestamptz)`, s),
+		// $1 cluster, $2 its retention (NULL: forever).
+		recordRetention: fmt.Sprintf(`INSERT INTO %s.retention (cluster, keep, updated_at) VALUES ($1, $2, now())
+			ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep, updated_at = now()`, s),
+		// $1 months ahead.
+		ensurePartitions: fmt.Sprintf(`SELECT %s.changes_partitions_ensure($1)`, s),
 
 		// $1 cluster, $2 sink, $3 group, $4 resource.
 		scopes: fmt.Sprintf(`SELECT scope FROM %s.checkpoints
@@ -247,19 +273,43 @@ func upsertSQL(schema, src string) string {
 }
 
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
-// changes, in seq order. $1 cluster, $2 group, $3 resource.
+// changes, in seq order, except those changes holds already. $1 cluster, $2 group, $3
+// resource, $4 hard delete.
+//
+// changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
+// replayed change: it would have to hold observed_at, which a replay stamps anew. The
+// objects row tells instead, as it stood before this batch (the statement runs before
+// the upsert, or beside it on one snapshot in writeInline): every change written before
+// moved it to its (epoch, RV) or later, in the same transaction. So a change is new when
+// its key's row is older, or at the same version a delete of a live row (the upsert's
+// own rule); a snapshot create of a row an inferred delete tombstoned wrongly (revive)
+// is new too. A snapshot update keeps its own rule, exact against changes itself: it
+// adds no version the audit trail has under any op. With hard deletes the objects row of
+// a deleted key is gone, so changes itself is asked as well (one index probe per
+// partition and change: the price of hard deletes).
 func insertChangesSQL(schema, stage string) string {
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 		  FROM %[2]s st
+		 WHERE CASE WHEN st.snapshot AND st.op = 'update'
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
-		 WHERE NOT (st.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
+		            THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
-				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
-		 ORDER BY seq
-		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage)
+				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv)
+		            ELSE NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				   AND o.name = st.name
+				   AND ((o.epoch, o.resource_version) > (st.epoch, st.rv)
+				        OR (o.epoch, o.resource_version) = (st.epoch, st.rv) AND (st.op <> 'delete' OR o.deleted_at IS NOT NULL))
+				   AND NOT (st.snapshot AND st.op <> 'delete' AND o.deleted_at IS NOT NULL AND o.delete_inferred
+				            AND o.epoch = st.epoch AND st.list_rv >= o.resource_version))
+		             AND NOT ($4::boolean AND EXISTS (SELECT 1 FROM %[1]s.changes c
+				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op))
+		       END
+		 ORDER BY seq`, schema, stage)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per

@@ -191,9 +191,11 @@ func (s *Sink) plan(w *batchWrite) []statement {
 	return out
 }
 
-// stagedStatements move the staged changes into objects and changes.
+// stagedStatements move the staged changes into changes and objects.
 func (s *Sink) stagedStatements(res change.Resource, staged []change.Change) []statement {
-	var out []statement
+	// changes first: its insert asks the objects rows as they were before the batch
+	// whether a change is written already (insertChangesSQL).
+	out := []statement{{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource, s.opts.HardDelete}, step: "changes"}}
 	if s.opts.HardDelete {
 		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
 	}
@@ -201,8 +203,7 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change) []s
 		out = append(out, statement{sql: s.sql.revive, args: []any{s.cluster, res.Group, res.Resource}, step: "revive"})
 	}
 	return append(out,
-		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"},
-		statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource}, step: "changes"})
+		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"})
 }
 
 // hasSnapshot reports whether cs holds a snapshot upsert, which may revive a row (revive).
