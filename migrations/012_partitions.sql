@@ -110,10 +110,9 @@ BEGIN
      WHERE c.conrelid = 'changes'::regclass AND c.conname = 'changes_partition_bound' AND c.convalidated;
 
     IF n > copy_limit AND bound IS NULL THEN
-        RAISE EXCEPTION 'changes holds more than % rows: partitioning it in this migration would lock it for long', copy_limit
-            USING HINT = 'Run `kube-cdc migrate --partition-changes` (docs/operations.md, '
-                         '"Partitioning an existing changes table"): it prepares the table online, then applies '
-                         'this migration in milliseconds.';
+        RAISE EXCEPTION 'changes holds more than % rows: partitioning it in this migration would lock it for long. '
+                        'Run `kube-cdc migrate --partition-changes` (docs/operations.md, "Partitioning an existing '
+                        'changes table"): it prepares the table online, then applies this migration in milliseconds', copy_limit;
     END IF;
 
     -- Index names are per schema: the old table's give way to the parent's.

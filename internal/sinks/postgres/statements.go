@@ -273,41 +273,43 @@ func upsertSQL(schema, src string) string {
 }
 
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
-// changes, in seq order, except those changes holds already. $1 cluster, $2 group, $3
+// changes, in seq order, except those changes holds already: one row per (key, epoch, RV,
+// op), as the changes_once UNIQUE key used to guarantee. $1 cluster, $2 group, $3
 // resource, $4 hard delete.
 //
 // changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
-// replayed change: it would have to hold observed_at, which a replay stamps anew. The
-// objects row tells instead, as it stood before this batch (the statement runs before
-// the upsert, or beside it on one snapshot in writeInline): every change written before
-// moved it to its (epoch, RV) or later, in the same transaction. So a change is new when
-// its key's row is older, or at the same version a delete of a live row (the upsert's
-// own rule); a snapshot create of a row an inferred delete tombstoned wrongly (revive)
-// is new too. A snapshot update keeps its own rule, exact against changes itself: it
-// adds no version the audit trail has under any op. With hard deletes the objects row of
-// a deleted key is gone, so changes itself is asked as well (one index probe per
-// partition and change: the price of hard deletes).
+// replayed change: it would have to hold observed_at, which a replay stamps anew. So the
+// insert asks changes itself (the changes_key index, one probe per partition), except
+// where the objects row, as it stood before this batch, proves the change new: the
+// statement runs before the upsert (or beside it on one snapshot, in writeInline), and
+// every change written before moved its key's row to its (epoch, RV) or past it, in the
+// same transaction. A row below the change, or none at all (soft deletes), is that
+// proof, for creates and updates: the one step that lowers a row's RV (revive, under a
+// wrongly inferred delete) leaves a delete in changes above it, so deletes are always
+// asked. With hard deletes a missing row proves nothing. The steady stream (each change
+// newer than its row) and a first relist (no rows) never probe changes.
 func insertChangesSQL(schema, stage string) string {
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 		  FROM %[2]s st
-		 WHERE CASE WHEN st.snapshot AND st.op = 'update'
+		 WHERE CASE
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
-		            THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
+		       WHEN st.snapshot AND st.op = 'update' THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv)
-		            ELSE NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+		       WHEN st.op <> 'delete'
+		            AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
 				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
-				   AND o.name = st.name
-				   AND ((o.epoch, o.resource_version) > (st.epoch, st.rv)
-				        OR (o.epoch, o.resource_version) = (st.epoch, st.rv) AND (st.op <> 'delete' OR o.deleted_at IS NOT NULL))
-				   AND NOT (st.snapshot AND st.op <> 'delete' AND o.deleted_at IS NOT NULL AND o.delete_inferred
-				            AND o.epoch = st.epoch AND st.list_rv >= o.resource_version))
-		             AND NOT ($4::boolean AND EXISTS (SELECT 1 FROM %[1]s.changes c
+				   AND o.name = st.name AND (o.epoch, o.resource_version) >= (st.epoch, st.rv))
+		            AND NOT ($4::boolean AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				   AND o.name = st.name))
+		       THEN true
+		       ELSE NOT EXISTS (SELECT 1 FROM %[1]s.changes c
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
-				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op))
+				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op)
 		       END
 		 ORDER BY seq`, schema, stage)
 }
