@@ -34,6 +34,23 @@ func Migrate(ctx context.Context, dsn, schema string) (applied []string, err err
 	return applied, classify(err, cfg.Password)
 }
 
+// MigrateBefore is Migrate stopping before the migration whose version is stop
+// ("012_partitions"): it builds an older schema, for tests and benchmarks of a
+// migration.
+func MigrateBefore(ctx context.Context, dsn, schema, stop string) (applied []string, err error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", redact(err, ""))
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(err, cfg.Password)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	applied, err = migrateBefore(ctx, conn, schema, stop)
+	return applied, classify(err, cfg.Password)
+}
+
 func migrate(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
 	return migrateBefore(ctx, conn, schema, "")
 }
