@@ -279,8 +279,8 @@ func (st *pgState) judge(o Options, migrate bool) (string, []string) {
 }
 
 // tablePrivileges is what run does to each table (statements.go):
-// the RV-guarded upsert reads, inserts and updates objects; changes are only inserted
-// (ON CONFLICT DO NOTHING reads nothing) unless retention deletes old ones; checkpoints
+// the RV-guarded upsert reads, inserts and updates objects; changes are inserted and
+// read (the replay guard), and deleted by retention; checkpoints
 // are read and upserted; quarantine rows are inserted and resolved.
 func tablePrivileges(table string, o Options) []string {
 	switch table {
@@ -290,10 +290,12 @@ func tablePrivileges(table string, o Options) []string {
 		}
 		return []string{"SELECT", "INSERT", "UPDATE"}
 	case "changes":
+		// SELECT: the insert asks changes whether a change is there already (migration
+		// 012 left no UNIQUE key to do it).
 		if o.Retention > 0 {
 			return []string{"INSERT", "SELECT", "DELETE"}
 		}
-		return []string{"INSERT"}
+		return []string{"INSERT", "SELECT"}
 	case "checkpoints", "quarantine":
 		return []string{"SELECT", "INSERT", "UPDATE"}
 	}

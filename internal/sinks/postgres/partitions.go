@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -18,18 +19,19 @@ func (s *Sink) EnsurePartitions(ctx context.Context) ([]string, error) {
 	if s.opts.Retention > 0 {
 		keep = s.opts.Retention
 	}
+	var recordErr error
 	if _, err := s.pool.Exec(ctx, s.sql.recordRetention, s.cluster, keep); err != nil {
-		return nil, fmt.Errorf("record the retention of cluster %q: %w", s.cluster, classify(err, s.password))
+		recordErr = fmt.Errorf("record the retention of cluster %q: %w", s.cluster, classify(err, s.password))
 	}
 	rows, err := s.pool.Query(ctx, s.sql.ensurePartitions, int32(s.opts.partitionsAhead()))
 	if err != nil {
-		return nil, fmt.Errorf("create the partitions of changes ahead: %w", classify(err, s.password))
+		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", classify(err, s.password)))
 	}
 	made, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("create the partitions of changes ahead: %w", classify(err, s.password))
+		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", classify(err, s.password)))
 	}
-	return made, nil
+	return made, recordErr
 }
 
 // ensurePartitionsLogged is EnsurePartitions for the background: its outcome goes to the
@@ -38,8 +40,8 @@ func (s *Sink) ensurePartitionsLogged(ctx context.Context) {
 	made, err := s.EnsurePartitions(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		s.log.Warn("partitions: cannot create the months ahead; their changes go to changes_default until it can",
-			"sink", s.name, "error", err)
+		s.log.Warn("partitions: cannot record the cluster's retention or create the months ahead (changes of a month "+
+			"not created go to changes_default until it is)", "sink", s.name, "error", err)
 	case len(made) > 0:
 		s.log.Info("partitions: created", "sink", s.name, "partitions", made)
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"slices"
@@ -365,5 +366,59 @@ func TestALargeUnpartitionedChangesIsRefusedThenAttachedOnlineByPartitionChanges
 	// Run again: nothing to do.
 	if applied, err := PartitionChanges(testCtx(t), dsn, "kube_cdc", nil); err != nil || len(applied) != 0 {
 		t.Errorf("PartitionChanges again: applied %v, error %v; want nothing", applied, err)
+	}
+}
+
+// A role that owns nothing (it may not create or drop partitions) still writes, and its
+// retention still deletes its rows: through the parent, with the privileges check asks
+// for.
+func TestARoleThatOwnsNoPartitionWritesAndItsRetentionDeletesRowsThroughTheParent(t *testing.T) {
+	ctx := testCtx(t)
+	_, dsn := newSink(t, Options{})
+	admin := connect(t, dsn)
+	now := time.Now()
+	if _, err := admin.Exec(ctx, `SELECT kube_cdc.changes_partition_create($1::timestamp)`, monthStart(now, -2).Format("2006-01-02")); err != nil {
+		t.Fatal(err)
+	}
+	role, password := "writer_"+randomSuffix(), "pw-"+randomSuffix()
+	for _, sql := range []string{
+		"CREATE ROLE %s LOGIN PASSWORD '" + password + "'",
+		"GRANT USAGE ON SCHEMA kube_cdc TO %s",
+		"GRANT SELECT, INSERT, UPDATE ON kube_cdc.objects, kube_cdc.checkpoints, kube_cdc.quarantine TO %s",
+		"GRANT SELECT, INSERT, DELETE ON kube_cdc.changes TO %s",
+		"GRANT USAGE ON SEQUENCE kube_cdc.changes_id_seq TO %s",
+	} {
+		if _, err := admin.Exec(ctx, fmt.Sprintf(sql, role)); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), pg.AdminDSN())
+		if err == nil {
+			defer c.Close(context.Background())
+			pg.TerminateBackends(context.Background(), strings.TrimPrefix(mustURL(t, dsn).Path, "/"))
+			c.Exec(context.Background(), "DROP OWNED BY "+role)
+			c.Exec(context.Background(), "DROP ROLE "+role)
+		}
+	})
+	u := mustURL(t, dsn)
+	u.User = url.UserPassword(role, password)
+	s, _ := newSink(t, Options{DSN: u.String(), Retention: 24 * time.Hour, PartitionsAhead: 6}) // Migrate false
+	old := cm("old", "u", 1, change.OpCreate)
+	old.ObservedAt = monthStart(now, -2).Add(time.Hour)
+	write(t, s, batch(2, old, cm("new", "u", 2, change.OpCreate)))
+	write(t, s, batch(2, old)) // a replay: the guard reads changes
+	if got, want := changesRows(t, dsn), []string{"old@1:create", "new@2:create"}; !slices.Equal(got, want) {
+		t.Errorf("changes = %v, want %v", got, want)
+	}
+	res, err := s.Retain(ctx, now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatalf("Retain as a role that owns nothing: %v", err)
+	}
+	if res.Deleted != 1 || len(res.Dropped) != 0 {
+		t.Errorf("Retain deleted %d rows and dropped %v, want the old row deleted and nothing dropped", res.Deleted, res.Dropped)
+	}
+	if got := partitionNames(t, dsn); slices.Contains(got, partitionName(monthStart(now, 6))) {
+		t.Errorf("partitions %v: a role that owns nothing created one", got)
 	}
 }

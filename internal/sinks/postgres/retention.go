@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // retentionEvery is how often, at most, Write triggers the deletion of old changes rows;
@@ -103,7 +104,7 @@ func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, e
 				continue
 			}
 		}
-		n, err := s.deleteRows(ctx, p.name, cutoff)
+		n, err := s.deleteRows(ctx, p, cutoff)
 		res.Deleted += n
 		if err != nil {
 			return res, err
@@ -135,15 +136,28 @@ func (s *Sink) partitions(ctx context.Context) ([]partition, error) {
 	return parts, nil
 }
 
-// deleteRows deletes the cluster's rows of partition part observed before cutoff, in
+// deleteRows deletes the cluster's rows of partition p observed before cutoff, in
 // chunks.
-func (s *Sink) deleteRows(ctx context.Context, part string, cutoff time.Time) (int64, error) {
-	sql := fmt.Sprintf(s.sql.retentionRows, pgx.Identifier{s.opts.Schema, part}.Sanitize())
+func (s *Sink) deleteRows(ctx context.Context, p partition, cutoff time.Time) (int64, error) {
+	sql, args := s.sql.retentionRows, []any{s.cluster, cutoff, retentionChunk,
+		pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}}
+	switch {
+	case p.lower == nil && p.upper == nil: // the default partition
+		sql, args[3] = s.sql.retentionDefault, pgx.Identifier{s.opts.Schema, p.name}.Sanitize()
+		args = args[:4]
+	default:
+		if p.lower != nil {
+			args[3] = *p.lower
+		}
+		if p.upper != nil {
+			args[4] = *p.upper
+		}
+	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, sql, s.cluster, cutoff, retentionChunk)
+		tag, err := s.pool.Exec(ctx, sql, args...)
 		if err != nil {
-			return total, fmt.Errorf("delete old changes of %s: %w", part, classify(err, s.password))
+			return total, fmt.Errorf("delete old changes of %s: %w", p.name, classify(err, s.password))
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < retentionChunk {

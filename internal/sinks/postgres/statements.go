@@ -56,10 +56,10 @@ func drifted(p string) string {
 
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
-	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status string
-	partitions, retentionRows, partitionWanted, recordRetention, ensurePartitions          string
-	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                     string
-	scopes, forgetScopes                                                                   string
+	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status          string
+	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions string
+	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                              string
+	scopes, forgetScopes                                                                            string
 }
 
 func newStatements(schema string) statements {
@@ -204,10 +204,18 @@ func newStatements(schema string) statements {
 			  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 			 WHERE i.inhparent = '%s.changes'::regclass
 			 ORDER BY 3 NULLS LAST`, s),
-		// %%s the partition. $1 cluster, $2 cutoff, $3 chunk. Only this sink's cluster:
-		// several clusters may share the database, each with its own retention.
-		retentionRows: `DELETE FROM %s p WHERE ctid = ANY (ARRAY(
-			SELECT ctid FROM %[1]s WHERE cluster = $1 AND observed_at < $2 LIMIT $3))`,
+		// $1 cluster, $2 cutoff, $3 chunk, $4 and $5 the range of one partition. Through
+		// the parent, so that the DELETE privilege on changes is enough (partitions are
+		// tables of their own, and only their owner may name them); the range limits the
+		// statement to that partition's rows, and so its ctids to that partition's.
+		retentionRows: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE observed_at >= $4 AND observed_at < $5
+			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
+				WHERE cluster = $1 AND observed_at < $2 AND observed_at >= $4 AND observed_at < $5 LIMIT $3))`, s),
+		// $1 cluster, $2 cutoff, $3 chunk, $4 the default partition, whose rows have no
+		// range: told apart by tableoid, through the parent as well.
+		retentionDefault: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE tableoid = $4::regclass
+			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
+				WHERE tableoid = $4::regclass AND cluster = $1 AND observed_at < $2 LIMIT $3))`, s),
 		// %%s the partition. $1 cluster, $2 its upper bound. How many other clusters want
 		// rows of it: those that have some and keep them forever, are not recorded, or
 		// keep less than its age. The clusters are read by a skip scan of the (cluster,
