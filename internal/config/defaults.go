@@ -68,7 +68,8 @@ func sinkDefaults(typ string) map[string]any {
 				"retention":  time.Duration(0),
 				"maxConns":   postgres.DefaultMaxConns,
 				// Migration 012: monthly changes partitions kept created ahead.
-				"partitionsAhead": postgres.DefaultPartitionsAhead,
+				"partitionsAhead":      postgres.DefaultPartitionsAhead,
+				"retentionByPartition": false,
 			},
 		}
 	case SinkKafka:

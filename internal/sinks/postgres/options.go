@@ -26,6 +26,13 @@ type Options struct {
 	Retention time.Duration `koanf:"retention"`
 	// MaxConns caps the connection pool. Default DefaultMaxConns.
 	MaxConns int32 `koanf:"maxConns"`
+	// RetentionByPartition makes retention drop whole months only: no row is deleted one
+	// by one, and a row stays until its month is entirely older than Retention (up to a
+	// month longer). Default false: retention is exact, deleting the rows of the month the
+	// cutoff falls in, which every minute's run does as the cutoff sweeps through it, so
+	// nearly every row is then deleted one by one before its month is dropped
+	// (docs/operations.md, "Partitioned history").
+	RetentionByPartition bool `koanf:"retentionByPartition"`
 	// PartitionsAhead is how many monthly partitions of changes the sink keeps created
 	// ahead of the current month (at start and every hour). Default
 	// DefaultPartitionsAhead; rows of a month not created yet go to changes_default.

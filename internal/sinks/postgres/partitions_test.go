@@ -423,3 +423,30 @@ func TestARoleThatOwnsNoPartitionWritesAndItsRetentionDeletesRowsThroughTheParen
 		t.Errorf("partitions %v: a role that owns nothing created one", got)
 	}
 }
+
+// With retentionByPartition, retention drops the months entirely older than the cutoff
+// and deletes no row one by one: the month the cutoff falls in keeps its older rows.
+func TestRetentionByPartitionDropsWholeMonthsAndDeletesNoRow(t *testing.T) {
+	ctx := testCtx(t)
+	s, dsn := newSink(t, Options{RetentionByPartition: true})
+	conn := connect(t, dsn)
+	now := time.Now()
+	for i, m := range []time.Time{monthStart(now, -2), monthStart(now, -1)} {
+		if _, err := conn.Exec(ctx, `SELECT kube_cdc.changes_partition_create($1::timestamp)`, m.Format("2006-01-02")); err != nil {
+			t.Fatal(err)
+		}
+		c := cm(fmt.Sprintf("m%d", i), "u", change.RV(i+1), change.OpCreate)
+		c.ObservedAt = m.Add(time.Hour)
+		write(t, s, batch(change.RV(i+1), c))
+	}
+	res, err := s.Retain(ctx, monthStart(now, -1).Add(2*time.Hour)) // past m1's row, inside its month
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Dropped, []string{partitionName(monthStart(now, -2))}) || res.Deleted != 0 {
+		t.Errorf("dropped %v and deleted %d rows, want %s dropped and no row deleted", res.Dropped, res.Deleted, partitionName(monthStart(now, -2)))
+	}
+	if got := changesRows(t, dsn); !slices.Equal(got, []string{"m1@2:create"}) {
+		t.Errorf("changes = %v, want the boundary month's row kept", got)
+	}
+}

@@ -81,6 +81,9 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 //     default one, the cluster's rows before cutoff are deleted in chunks, so no
 //     statement holds locks for long.
 //
+// With opts.RetentionByPartition only the first rule applies (and rows in a shared
+// month that others still want are deleted): no boundary, legacy or default rows go.
+//
 // A DROP takes an ACCESS EXCLUSIVE lock on changes for milliseconds; it waits at most
 // dropLockTimeout for it, so writers never queue behind it for longer, and tries again
 // a few times, then at the next run.
@@ -103,6 +106,9 @@ func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, e
 				res.Dropped = append(res.Dropped, p.name)
 				continue
 			}
+		}
+		if s.opts.RetentionByPartition && (p.upper == nil || p.upper.After(cutoff)) {
+			continue // only whole months go
 		}
 		n, err := s.deleteRows(ctx, p, cutoff)
 		res.Deleted += n
