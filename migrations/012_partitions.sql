@@ -19,6 +19,10 @@
 --   - `id` is still unique and increasing (the same sequence, default on the parent), but
 --     no longer a constraint: a UNIQUE index on a partitioned table must hold the
 --     partition key. changes_id indexes it.
+--   - changes_observed_at, a BRIN index on observed_at (rows arrive in time order, so a
+--     summary per 128 pages serves "what changed in the last hour" at almost no cost to
+--     writes: a btree on (namespace, observed_at) cost the relist write up to a fifth of
+--     its throughput, docs/benchmarks.md).
 --   - changes_once (UNIQUE on the change's key, epoch, RV and op) is gone for the same
 --     reason, and observed_at differs when a batch is replayed, so it could not include
 --     the partition key and still catch a replay. The sink's insert guards against
@@ -134,7 +138,7 @@ BEGIN
         -- exists on the old table already, valid, so ATTACH adopts them, and the
         -- validated CHECK proves the partition's bound, so ATTACH scans nothing.
         FOREACH ix IN ARRAY ARRAY['changes_legacy_id', 'changes_legacy_key', 'changes_legacy_cluster_observed_at',
-                                  'changes_legacy_namespace_observed_at'] LOOP
+                                  'changes_legacy_observed_at'] LOOP
             IF NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indexrelid = to_regclass(quote_ident(ix)) AND i.indisvalid) THEN
                 RAISE EXCEPTION 'index % is missing or invalid: run `kube-cdc migrate --partition-changes` again', ix;
             END IF;
@@ -145,7 +149,7 @@ BEGIN
         CREATE INDEX changes_id ON changes (id);
         CREATE INDEX changes_key ON changes (cluster, api_group, resource, namespace, name, epoch, resource_version, op);
         CREATE INDEX changes_cluster_observed_at ON changes (cluster, observed_at);
-        CREATE INDEX changes_namespace_observed_at ON changes (namespace, observed_at);
+        CREATE INDEX changes_observed_at ON changes USING brin (observed_at);
         EXECUTE format('ALTER TABLE changes ATTACH PARTITION changes_legacy FOR VALUES FROM (MINVALUE) TO (%L)', cutover);
         -- The old unique keys cost every write into changes_legacy until its bound and
         -- guards nothing the insert does not.
@@ -155,7 +159,7 @@ BEGIN
         CREATE INDEX changes_id ON changes (id);
         CREATE INDEX changes_key ON changes (cluster, api_group, resource, namespace, name, epoch, resource_version, op);
         CREATE INDEX changes_cluster_observed_at ON changes (cluster, observed_at);
-        CREATE INDEX changes_namespace_observed_at ON changes (namespace, observed_at);
+        CREATE INDEX changes_observed_at ON changes USING brin (observed_at);
         first := date_trunc('month', coalesce((SELECT min(observed_at) FROM changes_unpartitioned), now()) AT TIME ZONE 'UTC');
         WHILE first < date_trunc('month', now() AT TIME ZONE 'UTC') LOOP
             PERFORM changes_partition_create(first);

@@ -157,7 +157,7 @@ func partitionChanges(ctx context.Context, conn *pgx.Conn, schema string, report
 var legacyIndexes = []struct{ name, columns string }{
 	{"changes_legacy_id", "(id)"},
 	{"changes_legacy_key", "(cluster, api_group, resource, namespace, name, epoch, resource_version, op)"},
-	{"changes_legacy_namespace_observed_at", "(namespace, observed_at)"},
+	{"changes_legacy_observed_at", "USING brin (observed_at)"},
 }
 
 // retryLock runs fn again, a few times, while it fails for lack of a lock
