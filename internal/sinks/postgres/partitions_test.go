@@ -450,3 +450,29 @@ func TestRetentionByPartitionDropsWholeMonthsAndDeletesNoRow(t *testing.T) {
 		t.Errorf("changes = %v, want the boundary month's row kept", got)
 	}
 }
+
+// A partition retention detached but did not drop (stopped between the two) is dropped
+// by the next run; a table of the same shape without the mark is left alone.
+func TestRetentionDropsAPartitionItDetachedButDidNotDrop(t *testing.T) {
+	ctx := testCtx(t)
+	s, dsn := newSink(t, Options{})
+	conn := connect(t, dsn)
+	for _, sql := range []string{
+		`CREATE TABLE kube_cdc.changes_2001_01 (LIKE kube_cdc.changes)`,
+		`COMMENT ON TABLE kube_cdc.changes_2001_01 IS ` + detachedMark,
+		`CREATE TABLE kube_cdc.changes_2001_02 (LIKE kube_cdc.changes)`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Retain(ctx, time.Now().AddDate(0, -1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM pg_class WHERE relname IN ('changes_2001_01', 'changes_2001_02')`); n != 1 {
+		t.Errorf("%d of the two tables left, want the unmarked one", n)
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM pg_class WHERE relname = 'changes_2001_02'`); n != 1 {
+		t.Error("retention dropped a table it had not detached")
+	}
+}

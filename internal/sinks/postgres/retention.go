@@ -89,6 +89,9 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 // a few times, then at the next run.
 func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, error) {
 	var res RetentionResult
+	if err := s.dropDetached(ctx); err != nil {
+		return res, err
+	}
 	parts, err := s.partitions(ctx)
 	if err != nil {
 		return res, err
@@ -202,7 +205,13 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 			if others > 0 {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, "DROP TABLE "+ident); err != nil {
+			// Detached here, dropped after the commit: changes is locked exclusively for
+			// the catalog change alone, not for the DROP's file work. The comment marks
+			// the table for dropDetached should the DROP not happen.
+			if _, err := tx.Exec(ctx, "ALTER TABLE "+pgx.Identifier{s.opts.Schema, "changes"}.Sanitize()+" DETACH PARTITION "+ident); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "COMMENT ON TABLE "+ident+" IS "+detachedMark); err != nil {
 				return err
 			}
 			dropped = true
@@ -211,6 +220,11 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
+			if dropped {
+				if _, err := s.pool.Exec(ctx, "DROP TABLE "+ident); err != nil {
+					return true, fmt.Errorf("drop the detached partition %s: %w", p.name, classify(err, s.password))
+				}
+			}
 			return dropped, nil
 		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
 			s.log.Debug("retention: no privilege to drop a partition; deleting its rows", "sink", s.name, "partition", p.name)
@@ -225,6 +239,28 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 	s.log.Info("retention: changes stayed busy; dropping the partition at the next run", "sink", s.name,
 		"partition", p.name, "error", lastErr)
 	return false, nil
+}
+
+// detachedMark is the comment on a partition retention detached and is about to drop.
+const detachedMark = "'kube-cdc: detached by retention, to be dropped'"
+
+// dropDetached drops the tables a retention detached but did not drop (it was stopped
+// between the two).
+func (s *Sink) dropDetached(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, s.sql.detached, s.opts.Schema)
+	if err != nil {
+		return fmt.Errorf("list detached partitions: %w", classify(err, s.password))
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list detached partitions: %w", classify(err, s.password))
+	}
+	for _, n := range names {
+		if _, err := s.pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{s.opts.Schema, n}.Sanitize()); err != nil {
+			return fmt.Errorf("drop the detached partition %s: %w", n, classify(err, s.password))
+		}
+	}
+	return nil
 }
 
 const (

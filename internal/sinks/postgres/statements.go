@@ -58,6 +58,7 @@ func drifted(p string) string {
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status          string
 	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions string
+	detached                                                                                        string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                              string
 	scopes, forgetScopes                                                                            string
 }
@@ -228,6 +229,10 @@ func newStatements(schema string) statements {
 			SELECT count(*) FROM cl LEFT JOIN %[1]s.retention r USING (cluster)
 			 WHERE cl.cluster IS NOT NULL AND cl.cluster <> $1
 			   AND (r.keep IS NULL OR now() - r.keep < $2::timestamptz)`, s),
+		// $1 schema. Tables retention detached and did not drop (detachedMark).
+		detached: `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition
+			  AND obj_description(c.oid, 'pg_class') = ` + detachedMark,
 		// $1 cluster, $2 its retention (NULL: forever).
 		recordRetention: fmt.Sprintf(`INSERT INTO %s.retention (cluster, keep, updated_at) VALUES ($1, $2, now())
 			ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep, updated_at = now()`, s),
