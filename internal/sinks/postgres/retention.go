@@ -84,9 +84,10 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 // With opts.RetentionByPartition only the first rule applies (and rows in a shared
 // month that others still want are deleted): no boundary, legacy or default rows go.
 //
-// A DROP takes an ACCESS EXCLUSIVE lock on changes for milliseconds; it waits at most
-// dropLockTimeout for it, so writers never queue behind it for longer, and tries again
-// a few times, then at the next run.
+// A month goes by DETACH PARTITION (an ACCESS EXCLUSIVE lock on changes for the catalog
+// change alone) and then a DROP of the detached table, which locks changes no more. The
+// DETACH waits at most dropLockTimeout for its lock, so writers never queue behind it for
+// longer, and is tried again a few times, then at the next run.
 func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, error) {
 	var res RetentionResult
 	if err := s.dropDetached(ctx); err != nil {
