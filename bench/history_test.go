@@ -71,7 +71,7 @@ func historyAtScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fmt.Printf("bench: history: generated %d changes rows (%d objects, 3 clusters, 12 months): COPY %v, %d indexes built after it %v, analyze %v; load average %s\n",
+	fmt.Printf("bench: history: generated %d changes rows (%d objects, 3 clusters, 12 months): COPY %v, %d indexes built after it %v, VACUUM (ANALYZE) %v; load average %s\n",
 		gen.Options.Rows, gen.Objects, gen.Load.Round(time.Millisecond), len(gen.Indexes), gen.Reindex.Round(time.Millisecond), gen.Analyze.Round(time.Millisecond), loadavg())
 
 	r := rand.New(rand.NewPCG(7, 7))
