@@ -151,4 +151,21 @@
 //     database of its own) follows the same cluster from the start; its CPU per 1,000 pod
 //     changes in the status phase is the floor kube-cdc's figures are set against. Pods KWOK leaves
 //     scheduled but unready are nudged (testenv.Cluster.NudgeStuckPods).
+//
+// History at fleet scale (issue 22; the history comes from bench/internal/historygen,
+// COPY into the real schema, callable by any benchmark):
+//   - HistoryAtScale: 10M changes rows (KUBE_CDC_BENCH_HISTORY_ROWS) over 3 clusters and
+//     12 months, ~1.2 KB objects, in the partitioned changes (migration 012). The named
+//     queries of historyQueries (history() of one object, target p99 ≤ 10 ms; what changed
+//     in a namespace in the last hour, ≤ 100 ms; add as_of and the web UI's feeds there)
+//     run side by side; then retention of the oldest month (target ≤ 1 s) while a sink
+//     writes 200 changes/s, their p99 latency against the mean of 10 s of the same writes
+//     before and 10 s after it (≤ 1.2×).
+//   - HistoryRelistWrite: one relist batch of 20,000 ~1.3 KB snapshots into a fresh
+//     partitioned and a fresh unpartitioned (migrations before 012) changes, 5 rounds
+//     each, alternating: the medians' throughput ratio (≥ 0.95×).
+//   - PartitionChanges: `kube-cdc migrate --partition-changes` of a 1M-row unpartitioned
+//     changes (KUBE_CDC_BENCH_MIGRATION_ROWS) while a sink writes 200 changes/s: each
+//     step's time, the time under exclusive locks, the writes' latency; and the automatic
+//     migration 012 copying 100,000 rows (its copy limit).
 package bench

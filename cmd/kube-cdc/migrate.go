@@ -11,14 +11,28 @@ import (
 )
 
 func newMigrateCmd() *cobra.Command {
-	return configCommand("migrate", "Apply pending schema migrations to every PostgreSQL sink", func(cmd *cobra.Command, cfg *config.Config) error {
+	var partitionChanges bool
+	cmd := configCommand("migrate", "Apply pending schema migrations to every PostgreSQL sink", func(cmd *cobra.Command, cfg *config.Config) error {
 		n := 0
 		for _, s := range cfg.Sinks {
 			if s.Type != config.SinkPostgres {
 				continue
 			}
 			n++
-			applied, err := postgres.Migrate(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema)
+			var applied []string
+			var err error
+			if partitionChanges {
+				out := cmd.OutOrStdout()
+				applied, err = postgres.PartitionChanges(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema, func(st postgres.PartitionStep) {
+					lock := ""
+					if st.Exclusive {
+						lock = " (exclusive lock)"
+					}
+					fmt.Fprintf(out, "%s: %s: %s%s\n", s.Name, st.Name, st.Took.Round(1e6), lock)
+				})
+			} else {
+				applied, err = postgres.Migrate(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema)
+			}
 			if err != nil {
 				return fmt.Errorf("sink %s: %w", s.Name, err)
 			}
@@ -33,4 +47,7 @@ func newMigrateCmd() *cobra.Command {
 		}
 		return nil
 	})
+	cmd.Flags().BoolVar(&partitionChanges, "partition-changes", false,
+		"partition a large existing changes table online before applying migration 012 (docs/operations.md, \"Partitioning an existing changes table\")")
+	return cmd
 }

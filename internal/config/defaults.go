@@ -72,6 +72,9 @@ func sinkDefaults(typ string) map[string]any {
 				"hardDelete": false,
 				"retention":  time.Duration(0),
 				"maxConns":   postgres.DefaultMaxConns,
+				// Migration 012: monthly changes partitions kept created ahead.
+				"partitionsAhead":      postgres.DefaultPartitionsAhead,
+				"retentionByPartition": false,
 			},
 		}
 	case SinkKafka:

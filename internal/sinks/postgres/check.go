@@ -279,10 +279,10 @@ func (st *pgState) judge(o Options, migrate bool) (string, []string) {
 }
 
 // tablePrivileges is what run does to each table (statements.go):
-// the RV-guarded upsert reads, inserts and updates objects; changes are only inserted
-// (ON CONFLICT DO NOTHING reads nothing) unless retention deletes old ones; checkpoints
-// are read and upserted; quarantine rows are inserted and resolved; history_skipped rows
-// are upserted when a resource has ignore paths (Options.Noise).
+// the RV-guarded upsert reads, inserts and updates objects; changes are inserted and
+// read (the replay guard), and deleted by retention; checkpoints are read and upserted;
+// quarantine rows are inserted and resolved; history_skipped rows are upserted when a
+// resource has ignore paths (Options.Noise).
 func tablePrivileges(table string, o Options) []string {
 	switch table {
 	case "objects":
@@ -291,10 +291,12 @@ func tablePrivileges(table string, o Options) []string {
 		}
 		return []string{"SELECT", "INSERT", "UPDATE"}
 	case "changes":
+		// SELECT: the insert asks changes whether a change is there already (migration
+		// 012 left no UNIQUE key to do it).
 		if o.Retention > 0 {
 			return []string{"INSERT", "SELECT", "DELETE"}
 		}
-		return []string{"INSERT"}
+		return []string{"INSERT", "SELECT"}
 	case "checkpoints", "quarantine":
 		return []string{"SELECT", "INSERT", "UPDATE"}
 	case "history_skipped":

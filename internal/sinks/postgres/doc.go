@@ -7,9 +7,11 @@
 //   - Both or neither. A batch's objects rows, its changes rows and its checkpoint commit in
 //     one transaction, so after a crash the checkpoint says exactly what the tables hold
 //     (effectively-once delivery, README.md "Guarantees").
-//   - Idempotence. Writing a batch again inserts no changes row twice (unique on key, RV
-//     and op) and leaves objects as they were; the pipeline may therefore retry any Write
-//     whose outcome it does not know.
+//   - Idempotence. Writing a batch again inserts no changes row twice (one row per key,
+//     epoch, RV and op: since changes is partitioned by time, migration 012, no UNIQUE key
+//     can say it, so the insert asks changes unless the key's objects row proves the change
+//     new; insertChangesSQL) and leaves objects as they were; the pipeline may therefore
+//     retry any Write whose outcome it does not know.
 //   - The RV guard. An objects row only moves to a higher resource version
 //     (ON CONFLICT … DO UPDATE … WHERE objects.resource_version < excluded.resource_version),
 //     so a replayed or reordered older change never overwrites a newer one, and a
@@ -29,8 +31,8 @@
 //     halving what fails until the changes at fault stand alone (writeBisecting). A
 //     quarantine row keeps the key, uid, epoch, RV, op, reason, SQLSTATE and the object's raw
 //     bytes; each new one is logged at warn and counted (the Metrics hook,
-//     kube_cdc_quarantined_total). A replay quarantines nothing twice (the row's key is
-//     changes' unique key). A delete whose last state is the poison is still stored, as a
+//     kube_cdc_quarantined_total). A replay quarantines nothing twice (quarantine is
+//     unique on key, epoch, RV and op). A delete whose last state is the poison is still stored, as a
 //     delete without that state (objects keeps the last good object), so the sink never
 //     keeps a deleted object alive. Rows are never deleted by kube-cdc: a later version of
 //     the key written to objects (or a delete) marks the row resolved (resolved_at,
@@ -42,8 +44,8 @@
 //
 // How: the batch is copied (COPY, binary) into a temporary staging table, then one
 // INSERT … SELECT DISTINCT ON (key) … ORDER BY key, rv DESC … ON CONFLICT upserts the
-// newest change of each key, one INSERT … ORDER BY seq … ON CONFLICT DO NOTHING appends
-// the changes (ids in batch order: a scan of the stage alone is not, since PostgreSQL puts
+// newest change of each key, one INSERT … ORDER BY seq appends the new changes (it runs
+// first, reading the objects rows as the batch found them) (ids in batch order: a scan of the stage alone is not, since PostgreSQL puts
 // a later, narrower row in an earlier page's free space), quarantined changes are
 // inserted, quarantined keys the batch brings anew are resolved, and one upsert moves the
 // checkpoint. Object JSON goes to jsonb as the source produced it,
@@ -52,6 +54,12 @@
 // VALUES list stands for the stage and whose data-modifying CTEs do the same writes
 // (inline.go); any other small batch is the stage insert and the statements, pipelined in
 // one round trip (writeSmall).
+//
+// History upkeep (partitions.go, retention.go): changes is partitioned by month; the sink
+// creates the months ahead (EnsurePartitions) at start and every hour, and with a
+// retention drops the months entirely older than its cutoff that no other cluster still
+// wants (the retention table), deleting its rows one chunk at a time elsewhere (Retain).
+// Both run in the background of Write, never two at a time.
 //
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
 // returns every live object of the resource whatever scope wrote it, while checkpoints

@@ -78,7 +78,7 @@ func newInlineStatements(schema string, st statements) *inlineStatements {
 	return &inlineStatements{
 		schema:  schema,
 		objects: upsertSQL(schema, "latest"),
-		changes: renumber(insertChangesSQL(schema, "stage", false), resource),
+		changes: renumber(insertChangesSQL(schema, "stage", false), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
@@ -112,7 +112,7 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 		after := inlineFixed(checkpoint) + rows*stageWidth
 		fmt.Fprintf(&sb, "%s,\nw_tally AS (%s),\n", renumber(noise.ctes, map[int]int{3: 4}),
 			renumber(tallySQL(in.schema, "noise"), map[int]int{3: 4, 4: after + 1, 5: after + 2}))
-		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false), map[int]int{3: 4})
+		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false), map[int]int{3: 4, 4: 6})
 	}
 	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", in.objects, changes, in.resolve)
 	if checkpoint {

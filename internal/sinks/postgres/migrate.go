@@ -34,10 +34,42 @@ func Migrate(ctx context.Context, dsn, schema string) (applied []string, err err
 	return applied, classify(err, cfg.Password)
 }
 
+// MigrateBefore is Migrate stopping before the migration whose version is stop
+// ("012_partitions"): it builds an older schema, for tests and benchmarks of a
+// migration.
+func MigrateBefore(ctx context.Context, dsn, schema, stop string) (applied []string, err error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", redact(err, ""))
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(err, cfg.Password)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	applied, err = migrateBefore(ctx, conn, schema, stop)
+	return applied, classify(err, cfg.Password)
+}
+
 func migrate(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	return migrateBefore(ctx, conn, schema, "")
+}
+
+// migrateBefore applies the pending migrations whose version sorts before stop (every
+// one when stop is ""): PartitionChanges stops before 012 to prepare the table, tests
+// build an older schema.
+func migrateBefore(ctx context.Context, conn *pgx.Conn, schema, stop string) ([]string, error) {
 	files, err := migrationFiles()
 	if err != nil {
 		return nil, err
+	}
+	if stop != "" {
+		for i, f := range files {
+			if f.version >= stop {
+				files = files[:i]
+				break
+			}
+		}
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", advisoryKey(schema)); err != nil {
 		return nil, fmt.Errorf("take the migration lock: %w", err)

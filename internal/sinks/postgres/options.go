@@ -7,6 +7,9 @@ const (
 	DefaultSchema   = "kube_cdc"
 	DefaultMigrate  = true // the config layer's: a false Options.Migrate is an explicit choice
 	DefaultMaxConns = 4
+	// DefaultPartitionsAhead is how many months of changes partitions exist ahead of the
+	// current one (migration 012).
+	DefaultPartitionsAhead = 3
 )
 
 // Options configures the PostgreSQL sink: the `sinks[].postgres` config keys.
@@ -28,4 +31,22 @@ type Options struct {
 	// (resources[].history; SetIgnorePaths), so that run counts the changes it leaves
 	// out in history_skipped. Not a config key: the command that checks sets it.
 	Noise bool `koanf:"-"`
+	// RetentionByPartition makes retention drop whole months only: no row is deleted one
+	// by one, and a row stays until its month is entirely older than Retention (up to a
+	// month longer). Default false: retention is exact, deleting the rows of the month the
+	// cutoff falls in, which every minute's run does as the cutoff sweeps through it, so
+	// nearly every row is then deleted one by one before its month is dropped
+	// (docs/operations.md, "Partitioned history").
+	RetentionByPartition bool `koanf:"retentionByPartition"`
+	// PartitionsAhead is how many monthly partitions of changes the sink keeps created
+	// ahead of the current month (at start and every hour). Default
+	// DefaultPartitionsAhead; rows of a month not created yet go to changes_default.
+	PartitionsAhead int `koanf:"partitionsAhead"`
+}
+
+func (o Options) partitionsAhead() int {
+	if o.PartitionsAhead <= 0 {
+		return DefaultPartitionsAhead
+	}
+	return o.PartitionsAhead
 }

@@ -41,6 +41,8 @@ type Sink struct {
 	bg            sync.WaitGroup
 	retentionBusy atomic.Bool
 	lastRetention atomic.Int64 // unix nanoseconds
+	// lastPartitions is when the months ahead were last created (EnsurePartitions).
+	lastPartitions atomic.Int64
 
 	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
 	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
@@ -101,6 +103,8 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 		return nil, fmt.Errorf("postgres sink %q: %w", name, err)
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.lastPartitions.Store(time.Now().UnixNano())
+	s.ensurePartitionsLogged(ctx)
 	return s, nil
 }
 

@@ -59,9 +59,11 @@ func drifted(p string) string {
 
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
-	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status, retention string
-	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                string
-	scopes, forgetScopes                                                                              string
+	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status          string
+	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions string
+	detached                                                                                        string
+	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                              string
+	scopes, forgetScopes                                                                            string
 }
 
 func newStatements(schema string) statements {
@@ -129,7 +131,7 @@ func newStatements(schema string) statements {
 			  AND o.namespace = s.namespace AND o.name = s.name
 			  AND (o.epoch, o.resource_version) <= (s.epoch, s.rv)`, s, latestPerKey),
 
-		// $1 cluster, $2 group, $3 resource. ids follow batch order because of the ORDER BY
+		// $1 cluster, $2 group, $3 resource, $4 hard delete. ids follow batch order because of the ORDER BY
 		// seq, and only because of it: a sequential scan of the stage does not return rows
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
@@ -201,10 +203,47 @@ func newStatements(schema string) statements {
 			 WHERE c.cluster = $1
 			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
 
-		// $1 cluster, $2 cutoff, $3 chunk. Only this sink's cluster: several clusters may
-		// share the database, each with its own retention.
-		retention: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE id IN (
-			SELECT id FROM %[1]s.changes WHERE cluster = $1 AND observed_at < $2 LIMIT $3)`, s),
+		// The partitions of changes (migration 012) with their ranges, oldest first; NULL
+		// bounds are MINVALUE (changes_legacy) or the default partition's.
+		partitions: fmt.Sprintf(`SELECT c.relname,
+				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1]::timestamptz,
+				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz
+			  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			 WHERE i.inhparent = '%s.changes'::regclass
+			 ORDER BY 3 NULLS LAST`, s),
+		// $1 cluster, $2 cutoff, $3 chunk, $4 and $5 the range of one partition. Through
+		// the parent, so that the DELETE privilege on changes is enough (partitions are
+		// tables of their own, and only their owner may name them); the range limits the
+		// statement to that partition's rows, and so its ctids to that partition's.
+		retentionRows: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE observed_at >= $4 AND observed_at < $5
+			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
+				WHERE cluster = $1 AND observed_at < $2 AND observed_at >= $4 AND observed_at < $5 LIMIT $3))`, s),
+		// $1 cluster, $2 cutoff, $3 chunk, $4 the default partition, whose rows have no
+		// range: told apart by tableoid, through the parent as well.
+		retentionDefault: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE tableoid = $4::regclass
+			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
+				WHERE tableoid = $4::regclass AND cluster = $1 AND observed_at < $2 LIMIT $3))`, s),
+		// %%s the partition. $1 cluster, $2 its upper bound. How many other clusters want
+		// rows of it: those that have some and keep them forever, are not recorded, or
+		// keep less than its age. The clusters are read by a skip scan of the (cluster,
+		// observed_at) index: one probe per cluster, whatever the partition's size.
+		partitionWanted: fmt.Sprintf(`WITH RECURSIVE cl(cluster) AS (
+				(SELECT cluster FROM %%[1]s ORDER BY cluster LIMIT 1)
+				UNION ALL
+				SELECT (SELECT p.cluster FROM %%[1]s p WHERE p.cluster > cl.cluster ORDER BY p.cluster LIMIT 1)
+				  FROM cl WHERE cl.cluster IS NOT NULL)
+			SELECT count(*) FROM cl LEFT JOIN %[1]s.retention r USING (cluster)
+			 WHERE cl.cluster IS NOT NULL AND cl.cluster <> $1
+			   AND (r.keep IS NULL OR now() - r.keep < $2::timestamptz)`, s),
+		// $1 schema. Tables retention detached and did not drop (detachedMark).
+		detached: `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition
+			  AND obj_description(c.oid, 'pg_class') = ` + detachedMark,
+		// $1 cluster, $2 its retention (NULL: forever).
+		recordRetention: fmt.Sprintf(`INSERT INTO %s.retention (cluster, keep, updated_at) VALUES ($1, $2, now())
+			ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep, updated_at = now()`, s),
+		// $1 months ahead.
+		ensurePartitions: fmt.Sprintf(`SELECT %s.changes_partitions_ensure($1)`, s),
 
 		// $1 cluster, $2 sink, $3 group, $4 resource.
 		scopes: fmt.Sprintf(`SELECT scope FROM %s.checkpoints
@@ -320,24 +359,50 @@ func tallySQL(schema, src string) string {
 }
 
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
-// changes, in seq order, but those skipNoiseSQL marked when marks (the stage table has the
-// skip column). $1 cluster, $2 group, $3 resource.
+// changes, in seq order, but those skipNoiseSQL marked when marks (the stage table has
+// the skip column), and except those changes holds already: one row per (key, epoch, RV,
+// op), as the changes_once UNIQUE key used to guarantee. $1 cluster, $2 group, $3
+// resource, $4 hard delete.
+//
+// changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
+// replayed change: it would have to hold observed_at, which a replay stamps anew. So the
+// insert asks changes itself (the changes_key index, one probe per partition), except
+// where the objects row, as it stood before this batch, proves the change new: the
+// statement runs before the upsert (or beside it on one snapshot, in writeInline), and
+// every change written before moved its key's row to its (epoch, RV) or past it, in the
+// same transaction. A row below the change, or none at all (soft deletes), is that
+// proof, for creates and updates: the one step that lowers a row's RV (revive, under a
+// wrongly inferred delete) leaves a delete in changes above it, so deletes are always
+// asked. With hard deletes a missing row proves nothing. The steady stream (each change
+// newer than its row) and a first relist (no rows) never probe changes.
 func insertChangesSQL(schema, stage string, marks bool) string {
 	noise := ""
 	if marks {
-		noise = "st.skip OR "
+		noise = "NOT st.skip AND "
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 		  FROM %[2]s st
+		 WHERE %[3]sCASE
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
-		 WHERE NOT (%[3]sst.snapshot AND st.op = 'update' AND EXISTS (SELECT 1 FROM %[1]s.changes c
+		       WHEN st.snapshot AND st.op = 'update' THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
-				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv))
-		 ORDER BY seq
-		ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, schema, stage, noise)
+				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv)
+		       WHEN st.op <> 'delete'
+		            AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				   AND o.name = st.name AND (o.epoch, o.resource_version) >= (st.epoch, st.rv))
+		            AND NOT ($4::boolean AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				   AND o.name = st.name))
+		       THEN true
+		       ELSE NOT EXISTS (SELECT 1 FROM %[1]s.changes c
+				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op)
+		       END
+		 ORDER BY seq`, schema, stage, noise)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per

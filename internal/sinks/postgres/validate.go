@@ -28,6 +28,9 @@ func (o Options) Validate() error {
 	if o.Retention < 0 {
 		return fmt.Errorf("retention: must not be negative, got %v", o.Retention)
 	}
+	if o.PartitionsAhead < 0 {
+		return fmt.Errorf("partitionsAhead: must not be negative, got %d", o.PartitionsAhead)
+	}
 	return nil
 }
 

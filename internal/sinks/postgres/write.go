@@ -218,15 +218,18 @@ func (s *Sink) plan(w *batchWrite) []statement {
 	return out
 }
 
-// stagedStatements move the staged changes into objects and changes. With ignore (the
+// stagedStatements move the staged changes into changes and objects. With ignore (the
 // resource scope's noise statements) the noise is marked first, against the objects rows
-// the upsert replaces, and counted into skipped.
+// the upsert replaces, and counted into skipped; then changes, whose insert asks the
+// objects rows as they were before the batch whether a change is written already
+// (insertChangesSQL).
 func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ignore *noiseSQL, skipped *int64) []statement {
 	var out []statement
 	if ignore != nil {
 		out = append(out, statement{sql: ignore.stage, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
 			step: "noise", skipped: skipped})
 	}
+	out = append(out, statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource, s.opts.HardDelete}, step: "changes"})
 	if s.opts.HardDelete {
 		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
 	}
@@ -234,8 +237,7 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 		out = append(out, statement{sql: s.sql.revive, args: []any{s.cluster, res.Group, res.Resource}, step: "revive"})
 	}
 	return append(out,
-		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"},
-		statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource}, step: "changes"})
+		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"})
 }
 
 // hasWatchUpdate reports whether cs holds an update read from a watch, the only kind of
@@ -387,11 +389,22 @@ func (s *Sink) insertQuarantine(ctx context.Context, tx pgx.Tx, res change.Resou
 	return nil
 }
 
-// setWorkMem sizes the transaction's work_mem to the batch when the default would not
-// hold it: the changes insert sorts whole staged rows by seq (batch order), and a sort
+// setWorkMem turns JIT compilation off for the transaction and sizes its work_mem to the
+// batch when the default would not hold it.
+//
+// JIT: the stage is a temporary table the planner knows nothing of, so the statements
+// over it are estimated far above jit_above_cost, and PostgreSQL compiled them at every
+// batch: for a relist batch of 20,000 1.3 KB objects the changes insert spent 440 ms of
+// its 735 ms compiling (550 of 765 into the partitioned changes, whose plan holds twice
+// the functions), and ran in 190–290 ms without (docs/benchmarks.md, "Issue 22").
+//
+// work_mem: the changes insert sorts whole staged rows by seq (batch order), and a sort
 // that spills to disk doubled its time for 20,000 1.3 KB objects. Capped at
 // maxWorkMemKB; a batch under the server's default changes nothing.
 func setWorkMem(ctx context.Context, tx pgx.Tx, cs []change.Change) error {
+	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+		return err
+	}
 	n := 0
 	for i := range cs {
 		n += len(cs[i].Object) + len(cs[i].Labels) + 200 // keys, uid, changed_by, row overhead

@@ -1,0 +1,304 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/bench/internal/historygen"
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+)
+
+// historyRows is the size of the generated history: 10M (issue 22), or
+// KUBE_CDC_BENCH_HISTORY_ROWS for a quicker run.
+func historyRows() int {
+	if n, err := strconv.Atoi(os.Getenv("KUBE_CDC_BENCH_HISTORY_ROWS")); err == nil && n > 0 {
+		return n
+	}
+	return 10_000_000
+}
+
+// historyQuery is one named query of the history benchmark: add a row for each new
+// query over changes (as_of, the web UI's feeds) and it is measured beside the others.
+type historyQuery struct {
+	name   string
+	sql    string
+	args   func(r *rand.Rand) []any
+	runs   int
+	target time.Duration // p99 goal; 0 for none
+}
+
+var historyQueries = []historyQuery{
+	{name: "history() of one object", runs: 300, target: 10 * time.Millisecond,
+		sql: `SELECT count(*) FROM kube_cdc.history('configmaps', $1, $2)`,
+		args: func(r *rand.Rand) []any {
+			return []any{historygen.Namespace(r.IntN(40)), historygen.Object(r.IntN(1000))}
+		}},
+	{name: "changes of a namespace in the last hour", runs: 50, target: 100 * time.Millisecond,
+		sql: `SELECT id, cluster, name, op, resource_version, observed_at, object FROM kube_cdc.changes
+			WHERE namespace = $1 AND observed_at > now() - interval '1 hour' ORDER BY id`,
+		args: func(r *rand.Rand) []any { return []any{historygen.Namespace(r.IntN(40))} }},
+}
+
+func BenchmarkHistoryAtScale(b *testing.B) {
+	for range b.N {
+		historyAtScale(b)
+	}
+}
+
+func historyAtScale(b *testing.B) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	dsn := pg.NewDatabase(b)
+	sink, err := postgres.New(ctx, "warehouse", historygen.Cluster(0), postgres.Options{DSN: dsn, Migrate: true}, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	conn := connect(b, dsn)
+	gen, err := historygen.Generate(ctx, conn, "kube_cdc", historygen.Options{Rows: historyRows()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("bench: history: generated %d changes rows (%d objects, 3 clusters, 12 months): COPY %v, %d indexes built after it %v, VACUUM (ANALYZE) %v; load average %s\n",
+		gen.Options.Rows, gen.Objects, gen.Load.Round(time.Millisecond), len(gen.Indexes), gen.Reindex.Round(time.Millisecond), gen.Analyze.Round(time.Millisecond), loadavg())
+
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, q := range historyQueries {
+		var took []time.Duration
+		for range q.runs {
+			start := time.Now()
+			rows, err := conn.Query(ctx, q.sql, q.args(r)...)
+			if err != nil {
+				b.Fatalf("%s: %v", q.name, err)
+			}
+			for rows.Next() {
+			}
+			if err := rows.Err(); err != nil {
+				b.Fatalf("%s: %v", q.name, err)
+			}
+			took = append(took, time.Since(start))
+		}
+		p50, p99 := pct(took, 50), pct(took, 99)
+		fmt.Printf("bench: history: %-45s p50 %8v  p99 %8v  (target p99 ≤ %v: %s)\n", q.name, p50.Round(10*time.Microsecond),
+			p99.Round(10*time.Microsecond), q.target, verdict(p99 <= q.target))
+	}
+
+	// Retention of the oldest month while a writer sends 200 changes/s; every cluster
+	// keeps 11 months, so the month is dropped whole.
+	if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.retention (cluster, keep)
+		SELECT 'cluster-' || g, interval '330 days' FROM generate_series(0, 2) g
+		ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep`); err != nil {
+		b.Fatal(err)
+	}
+	quiet := steadyWrites(b, sink, 10*time.Second, nil)
+	now := time.Now().UTC()
+	cutoff := time.Date(now.Year(), now.Month()-11, 1, 0, 0, 0, 0, time.UTC)
+	var ret postgres.RetentionResult
+	var retTook time.Duration
+	busy := steadyWrites(b, sink, 10*time.Second, func() {
+		start := time.Now()
+		var err error
+		ret, err = sink.Retain(ctx, cutoff)
+		retTook = time.Since(start)
+		if err != nil {
+			b.Error(err)
+		}
+	})
+	fmt.Printf("bench: history: retention of one month: %v (dropped %v, %d rows deleted one by one) (target ≤ 1s: %s)\n",
+		retTook.Round(time.Millisecond), ret.Dropped, ret.Deleted, verdict(retTook <= time.Second))
+	// A second quiet window after it: the machine's own drift between the windows shows.
+	after := steadyWrites(b, sink, 10*time.Second, nil)
+	base := (pct(quiet, 99) + pct(after, 99)) / 2
+	ratio := float64(pct(busy, 99)) / float64(base)
+	fmt.Printf("bench: history: 200 changes/s write latency p99: %v before, %v with the retention, %v after: %.2f× the quiet windows' mean (target ≤ 1.2×: %s); load average %s\n",
+		pct(quiet, 99).Round(10*time.Microsecond), pct(busy, 99).Round(10*time.Microsecond), pct(after, 99).Round(10*time.Microsecond),
+		ratio, verdict(ratio <= 1.2), loadavg())
+
+}
+
+// BenchmarkHistoryRelistWrite writes the same relist batch (20,000 ~1.3 KB snapshots)
+// into a fresh partitioned changes (every migration) and a fresh unpartitioned one (the
+// migrations before 012), alternating, historyRelistRounds times each: the medians'
+// ratio is the partitioned table's relative write throughput (target ≥ 0.95×).
+func BenchmarkHistoryRelistWrite(b *testing.B) {
+	for range b.N {
+		var part, plain []time.Duration
+		for range historyRelistRounds {
+			plain = append(plain, relistInto(b, false))
+			part = append(part, relistInto(b, true))
+		}
+		mp, mu := pct(part, 50), pct(plain, 50)
+		fmt.Printf("bench: history: relist of 20,000 ~1.3 KB objects: partitioned %v, unpartitioned %v (medians of %d; all: %v / %v): throughput %.2f× (target ≥ 0.95×: %s); load average %s\n",
+			mp.Round(time.Millisecond), mu.Round(time.Millisecond), historyRelistRounds, roundAll(part), roundAll(plain),
+			float64(mu)/float64(mp), verdict(float64(mu)/float64(mp) >= 0.95), loadavg())
+	}
+}
+
+const historyRelistRounds = 5
+
+// steadyWrites writes one change every 5 ms (200/s) for d through sink and returns each
+// Write's latency; during, when not nil, runs once a second into it (d 0: the writes
+// stop when during returns).
+func steadyWrites(b *testing.B, sink *postgres.Sink, d time.Duration, during func()) []time.Duration {
+	ctx := context.Background()
+	res := change.Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	end := time.Now().Add(d)
+	var done atomic.Bool
+	if d == 0 { // until during has run
+		end = time.Now().Add(24 * time.Hour)
+		during0 := during
+		during = func() { during0(); done.Store(true) }
+	}
+	var wg sync.WaitGroup
+	if during != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Second)
+			during()
+		}()
+	}
+	var took []time.Duration
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; time.Now().Before(end) && !done.Load(); i++ {
+		<-tick.C
+		rv := change.RV(time.Now().UnixNano())
+		c := change.Change{Cluster: historygen.Cluster(0), Resource: res, Key: change.Key{Namespace: "live", Name: fmt.Sprintf("cm-%d", i%200)},
+			UID: "u", RV: rv, Op: change.OpUpdate, Object: json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","data":{"pad":"` + strings.Repeat("x", 1000) + `"}}`),
+			Labels: json.RawMessage(`{}`), ObservedAt: time.Now()}
+		start := time.Now()
+		if err := sink.Write(ctx, change.Batch{Resource: res, Changes: []change.Change{c}, Checkpoint: rv}); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	wg.Wait()
+	return took
+}
+
+// relistInto writes one relist batch of 20,000 ~1.3 KB snapshots into a fresh schema,
+// partitioned (every migration) or not (the migrations before 012), and returns the
+// Write's time.
+func relistInto(b *testing.B, partitioned bool) time.Duration {
+	ctx := context.Background()
+	dsn := pg.NewDatabase(b)
+	if !partitioned {
+		applyMigrationsBefore012(b, dsn)
+	}
+	sink, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: dsn, Migrate: partitioned}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	res := change.Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	batch := change.Batch{Resource: res, Checkpoint: 30000}
+	pad := strings.Repeat("x", 1000)
+	for i := range 20000 {
+		batch.Changes = append(batch.Changes, change.Change{Cluster: "bench", Resource: res,
+			Key: change.Key{Namespace: "ns", Name: fmt.Sprintf("cm-%d", i)}, UID: fmt.Sprintf("uid-%d", i), RV: change.RV(10 + i),
+			Op: change.OpCreate, Snapshot: true, ListRV: 30000, ObservedAt: time.Now(),
+			Object: json.RawMessage(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"ns"},"data":{"pad":%q}}`, i, pad)),
+			Labels: json.RawMessage(`{}`)})
+	}
+	start := time.Now()
+	if err := sink.Write(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// pct is percentile over an unsorted slice.
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return percentile(s, float64(p)/100)
+}
+
+// migrationRows is the size of the unpartitioned changes BenchmarkPartitionChanges
+// migrates: 1M (issue 22), or KUBE_CDC_BENCH_MIGRATION_ROWS.
+func migrationRows() int {
+	if n, err := strconv.Atoi(os.Getenv("KUBE_CDC_BENCH_MIGRATION_ROWS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}
+
+// BenchmarkPartitionChanges measures `kube-cdc migrate --partition-changes` on an
+// unpartitioned changes of migrationRows() rows while a sink writes 200 changes/s into
+// it: each step's time, the time under an exclusive lock, and the writes' latency.
+// Beside it, the automatic migration of a table at its copy limit (100,000 rows), whose
+// whole transaction holds the lock.
+func BenchmarkPartitionChanges(b *testing.B) {
+	for range b.N {
+		ctx := context.Background()
+		dsn := pg.NewDatabase(b)
+		applyMigrationsBefore012(b, dsn)
+		conn := connect(b, dsn)
+		gen, err := historygen.Generate(ctx, conn, "kube_cdc", historygen.Options{Rows: migrationRows()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("bench: migration: %d unpartitioned changes rows generated in %v; load average %s\n", gen.Options.Rows,
+			(gen.Load + gen.Reindex + gen.Analyze).Round(time.Millisecond), loadavg())
+		sink, err := postgres.New(ctx, "warehouse", historygen.Cluster(0), postgres.Options{DSN: dsn, Migrate: false}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var steps []postgres.PartitionStep
+		var total time.Duration
+		writes := steadyWrites(b, sink, 0, func() {
+			start := time.Now()
+			if _, err := postgres.PartitionChanges(ctx, dsn, "kube_cdc", func(st postgres.PartitionStep) { steps = append(steps, st) }); err != nil {
+				b.Error(err)
+			}
+			total = time.Since(start)
+		})
+		sink.Close()
+		var exclusive time.Duration
+		for _, st := range steps {
+			lock := ""
+			if st.Exclusive {
+				exclusive += st.Took
+				lock = "  (exclusive lock)"
+			}
+			fmt.Printf("bench: migration:   %-75s %v%s\n", st.Name, st.Took.Round(time.Millisecond), lock)
+		}
+		fmt.Printf("bench: migration: --partition-changes of %d rows: %v in all, %v under exclusive locks; %d writes at 200/s meanwhile: p50 %v, p99 %v, max %v\n",
+			gen.Options.Rows, total.Round(time.Millisecond), exclusive.Round(time.Millisecond), len(writes),
+			pct(writes, 50).Round(10*time.Microsecond), pct(writes, 99).Round(10*time.Microsecond), pct(writes, 100).Round(time.Millisecond))
+
+		// The automatic migration at its limit: one transaction, the lock held throughout.
+		dsn = pg.NewDatabase(b)
+		applyMigrationsBefore012(b, dsn)
+		conn = connect(b, dsn)
+		if _, err := historygen.Generate(ctx, conn, "kube_cdc", historygen.Options{Rows: 100_000}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := postgres.Migrate(ctx, dsn, "kube_cdc"); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("bench: migration: automatic migration 012 copying 100,000 rows: %v (all of it under an exclusive lock)\n",
+			time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// applyMigrationsBefore012 builds the schema as it was before changes was partitioned.
+func applyMigrationsBefore012(b *testing.B, dsn string) {
+	if _, err := postgres.MigrateBefore(context.Background(), dsn, "kube_cdc", "012_partitions"); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,59 @@
+package historygen
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
+)
+
+func TestGenerateFillsTheRealSchemaOverEveryClusterAndMonthAndKeepsItsIndexes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dsn := testenv.NewPostgres(t).NewDatabase(t)
+	if _, err := postgres.Migrate(ctx, dsn, "kube_cdc"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	res, err := Generate(ctx, conn, "kube_cdc", Options{Rows: 6000, Namespaces: 4, ObjectsPerNamespace: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, clusters, months, maxVersions, indexes, inDefault int
+	var minSize, maxSize int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT cluster), count(DISTINCT date_trunc('month', observed_at, 'UTC')),
+			min(pg_column_size(object)), max(pg_column_size(object))
+		FROM kube_cdc.changes`).Scan(&rows, &clusters, &months, &minSize, &maxSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM kube_cdc.changes_default),
+			(SELECT count(*) FROM pg_indexes x JOIN pg_index i ON i.indexrelid = to_regclass('kube_cdc.' || x.indexname)
+			  WHERE x.schemaname = 'kube_cdc' AND x.tablename = 'changes' AND i.indisvalid),
+			(SELECT count(*) FROM kube_cdc.objects o JOIN LATERAL (SELECT max(resource_version) AS rv FROM kube_cdc.changes c
+				WHERE c.cluster = o.cluster AND c.namespace = o.namespace AND c.name = o.name) c ON c.rv = o.resource_version)`).
+		Scan(&inDefault, &indexes, &maxVersions); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 6000 || clusters != 3 || months < 12 || inDefault != 0 {
+		t.Errorf("generated %d rows over %d clusters and %d months, %d in the default partition; want 6000 over 3 and 12 (or 13), none",
+			rows, clusters, months, inDefault)
+	}
+	if indexes != 4 || len(res.Indexes) != 4 {
+		t.Logf("rebuilt %v", res.Indexes)
+		t.Errorf("changes has %d valid indexes after the load, want its 4 back", indexes)
+	}
+	if maxVersions != res.Objects || res.Objects != 600 {
+		t.Errorf("%d of %d objects rows hold their key's newest changes version; want all of 600", maxVersions, res.Objects)
+	}
+	if minSize < 1000 || maxSize > 2000 {
+		t.Errorf("objects of %d–%d bytes, want about 1.2 KB", minSize, maxSize)
+	}
+}
