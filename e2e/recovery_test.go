@@ -348,9 +348,9 @@ func TestKillDashNineMidRelistKeepsTheOldCheckpointAndTheRestartWritesTheRest(t 
 		t.Fatalf("migrate: exit %d\n%s", code, out)
 	}
 
-	// Hold the relist's last batch: an uncommitted changes row with the key of the last
-	// listed object's create makes kube-cdc's INSERT … ON CONFLICT wait for this
-	// transaction to end.
+	// Hold the relist's last batch: an uncommitted objects row with the key of the last
+	// listed object makes kube-cdc's upsert (INSERT … ON CONFLICT on objects' primary key)
+	// wait for this transaction to end.
 	conn := connect(t, dsn)
 	blocker, err := conn.Begin(ctx)
 	if err != nil {
@@ -358,8 +358,8 @@ func TestKillDashNineMidRelistKeepsTheOldCheckpointAndTheRestartWritesTheRest(t 
 	}
 	defer blocker.Rollback(ctx)
 	last := objs[fmt.Sprintf("cm-%03d", n-1)]
-	if _, err := blocker.Exec(ctx, `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid, resource_version, op, observed_at)
-		VALUES ('e2e', '', 'configmaps', $1, $2, $3, $4, 'create', now())`, ns, last.Name, string(last.UID), rvInt(last.ResourceVersion)); err != nil {
+	if _, err := blocker.Exec(ctx, `INSERT INTO kube_cdc.objects (cluster, api_group, api_version, resource, kind, namespace, name, uid, resource_version)
+		VALUES ('e2e', '', 'v1', 'configmaps', 'ConfigMap', $1, $2, $3, $4)`, ns, last.Name, string(last.UID), rvInt(last.ResourceVersion)); err != nil {
 		t.Fatal(err)
 	}
 	sampler := startSampler(t, dsn, ns)

@@ -23,6 +23,10 @@ func TestGenerateFillsTheRealSchemaOverEveryClusterAndMonthAndKeepsItsIndexes(t 
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	var before int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = 'kube_cdc' AND tablename = 'changes'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Generate(ctx, conn, "kube_cdc", Options{Rows: 6000, Namespaces: 4, ObjectsPerNamespace: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +50,9 @@ func TestGenerateFillsTheRealSchemaOverEveryClusterAndMonthAndKeepsItsIndexes(t 
 		t.Errorf("generated %d rows over %d clusters and %d months, %d in the default partition; want 6000 over 3 and 12 (or 13), none",
 			rows, clusters, months, inDefault)
 	}
-	if indexes != 4 || len(res.Indexes) != 4 {
+	if before < 4 || indexes != before || len(res.Indexes) != before {
 		t.Logf("rebuilt %v", res.Indexes)
-		t.Errorf("changes has %d valid indexes after the load, want its 4 back", indexes)
+		t.Errorf("changes has %d valid indexes after the load, want its %d back", indexes, before)
 	}
 	if maxVersions != res.Objects || res.Objects != 600 {
 		t.Errorf("%d of %d objects rows hold their key's newest changes version; want all of 600", maxVersions, res.Objects)
