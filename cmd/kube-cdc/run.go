@@ -138,6 +138,15 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	if len(crds.Resources) > 0 {
 		g.Go(func() error { return crds.Run(gctx) })
 	}
+	// The audit receiver runs whether this process leads or stands by (audit.go).
+	if cfg.Audit.Webhook.Listen != "" {
+		receive, closeStore, err := auditReceiver(ctx, cfg, log, m)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		g.Go(func() error { return receive(gctx) })
+	}
 	stream := func(gctx context.Context) error {
 		sinks, closeSinks, err := openSinks(gctx, cfg, log, m)
 		if err != nil {

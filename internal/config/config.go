@@ -23,6 +23,7 @@ type Config struct {
 	Metrics        Metrics        `koanf:"metrics"`
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
+	Audit          Audit          `koanf:"audit"` // the audit receiver (audit.go); off by default
 
 	// origins says which layer set a key outside the lists, by its path
 	// ("transforms.digestKey"): the file's name or an environment variable's. Load fills

@@ -51,6 +51,16 @@ func defaults() map[string]any {
 
 		// The access check asks whether each streamed resource may still be read.
 		"kubernetes.accessCheckInterval": time.Minute,
+
+		// The audit receiver (audit.go): off until audit.webhook.listen is set.
+		"audit.webhook.listen":       "",
+		"audit.webhook.tlsCertFile":  "",
+		"audit.webhook.tlsKeyFile":   "",
+		"audit.webhook.clientCAFile": "",
+		"audit.webhook.tokenFile":    "",
+		"audit.sink":                 "",
+		"audit.statsInterval":        30 * time.Second,
+		"audit.statsWindow":          10 * time.Minute,
 	}
 }
 

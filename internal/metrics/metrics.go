@@ -49,6 +49,7 @@ type Metrics struct {
 	relistCauses  *prometheus.CounterVec
 	relistListed  *prometheus.GaugeVec
 	streamingG    prometheus.Gauge
+	audit         auditSeries // the audit receiver's (audit.go)
 
 	mu         sync.Mutex
 	degradedBy map[[2]string]Degradation  // by resource and scope
@@ -219,6 +220,7 @@ func New() *Metrics {
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.timeTravels,
 		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.relistCauses, m.relistListed, m.streamingG,
 	)
+	m.audit = newAuditSeries(m.reg)
 	return m
 }
 

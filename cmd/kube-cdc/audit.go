@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/audit"
+	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/metrics"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+)
+
+// auditReceiver builds the audit receiver of cfg (audit.webhook.listen set) and its
+// store, and returns what runs them until ctx ends, bound already. Every replica runs it,
+// leader or standby: the apiserver's webhook reaches whichever one the Service picks, and
+// each stores what it receives.
+func auditReceiver(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, closeStore func(), err error) {
+	sc, err := cfg.AuditSink()
+	if err != nil {
+		return nil, nil, err
+	}
+	w := cfg.Audit.Webhook
+	var token string
+	if w.TokenFile != "" {
+		if token, err = audit.TokenFromFile(w.TokenFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	store, err := postgres.NewAuditStore(ctx, cfg.Cluster, *sc.Postgres)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	log = log.With("component", "audit")
+	r := &audit.Receiver{Addr: w.Listen, CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile,
+		Token: token, Store: store, Log: log, Observer: m}
+	ln, err := r.Listen(ctx)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	run = func(ctx context.Context) error {
+		if iv := cfg.Audit.StatsInterval; iv > 0 {
+			go countJoin(ctx, store, iv, cfg.Audit.StatsWindow, log, m)
+		}
+		return r.Serve(ctx, ln)
+	}
+	return run, store.Close, nil
+}
+
+// countJoin sets the join's metrics every interval, over the last window.
+func countJoin(ctx context.Context, store *postgres.AuditStore, interval, window time.Duration, log *slog.Logger, m *metrics.Metrics) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		st, err := store.JoinStats(ctx, time.Now().Add(-window))
+		if err != nil && ctx.Err() == nil {
+			log.Warn("cannot count the actor join", "error", err)
+		} else if err == nil {
+			m.AuditJoin(map[string]int64{
+				"events": st.Events, "changes": st.Changes, "exact": st.Exact, "nearest": st.Nearest,
+				"unmatched_changes": st.UnmatchedChanges, "unmatched_events": st.UnmatchedEvents,
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

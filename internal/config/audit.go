@@ -1,0 +1,91 @@
+package config
+
+import (
+	"os"
+	"time"
+)
+
+// Audit configures the audit receiver: the apiserver's audit events (audit.k8s.io/v1),
+// joined to changes to name who made each (internal/audit, the view change_actors).
+type Audit struct {
+	Webhook AuditWebhook `koanf:"webhook"`
+	// Sink is the PostgreSQL sink whose database stores the events. Default "": the first
+	// PostgreSQL sink.
+	Sink string `koanf:"sink"`
+	// StatsInterval: this often the receiver counts the join of the last StatsWindow
+	// (joined and unmatched changes and events: metrics). Default 30s; 0 turns it off.
+	StatsInterval time.Duration `koanf:"statsInterval"`
+	// StatsWindow is how far back the counts reach. Default 10m.
+	StatsWindow time.Duration `koanf:"statsWindow"`
+}
+
+// AuditWebhook is the endpoint of the apiserver's webhook backend
+// (--audit-webhook-config-file, batch mode).
+type AuditWebhook struct {
+	// Listen is the receiver's address, its own port (HTTPS). Default "": off.
+	Listen string `koanf:"listen"`
+	// TLSCertFile and TLSKeyFile are the receiver's serving certificate and key (PEM).
+	// Required with listen.
+	TLSCertFile string `koanf:"tlsCertFile"`
+	TLSKeyFile  string `koanf:"tlsKeyFile"`
+	// ClientCAFile admits callers with a client certificate this CA signed (PEM). At least
+	// one of clientCAFile and tokenFile is required with listen.
+	ClientCAFile string `koanf:"clientCAFile"`
+	// TokenFile holds a bearer token (one line) callers may send instead.
+	TokenFile string `koanf:"tokenFile"`
+}
+
+func (c *Config) validateAudit() error {
+	w := c.Audit.Webhook
+	if c.Audit.StatsInterval < 0 {
+		return keyErrorf("audit.statsInterval", "must not be negative (0 turns the counts off), got %v", c.Audit.StatsInterval)
+	}
+	if c.Audit.StatsWindow <= 0 {
+		return keyErrorf("audit.statsWindow", "must be greater than 0, got %v", c.Audit.StatsWindow)
+	}
+	if w.Listen == "" {
+		return nil
+	}
+	if err := checkAddress(w.Listen); err != nil {
+		return keyErrorf("audit.webhook.listen", "%v", err)
+	}
+	for _, f := range []struct{ key, path string }{
+		{"audit.webhook.tlsCertFile", w.TLSCertFile}, {"audit.webhook.tlsKeyFile", w.TLSKeyFile},
+	} {
+		if f.path == "" {
+			return keyErrorf(f.key, "required with audit.webhook.listen: the receiver serves HTTPS only")
+		}
+	}
+	if w.ClientCAFile == "" && w.TokenFile == "" {
+		return keyErrorf("audit.webhook.clientCAFile", "required with audit.webhook.listen, or audit.webhook.tokenFile: the receiver admits authenticated callers only")
+	}
+	for _, f := range []struct{ key, path string }{
+		{"audit.webhook.tlsCertFile", w.TLSCertFile}, {"audit.webhook.tlsKeyFile", w.TLSKeyFile},
+		{"audit.webhook.clientCAFile", w.ClientCAFile}, {"audit.webhook.tokenFile", w.TokenFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return keyErrorf(f.key, "%v", err)
+		}
+	}
+	if _, err := c.AuditSink(); err != nil {
+		return keyErrorf("audit.sink", "%v", err)
+	}
+	return nil
+}
+
+// AuditSink is the PostgreSQL sink whose database stores audit events: audit.sink's, or
+// the first PostgreSQL sink.
+func (c *Config) AuditSink() (Sink, error) {
+	for _, s := range c.Sinks {
+		if s.Type == SinkPostgres && (c.Audit.Sink == "" || c.Audit.Sink == s.Name) {
+			return s, nil
+		}
+	}
+	if c.Audit.Sink != "" {
+		return Sink{}, errorf("no postgres sink named %q: audit events are stored in a postgres sink's database", c.Audit.Sink)
+	}
+	return Sink{}, errorf("the audit receiver stores events in a postgres sink's database, and no postgres sink is configured")
+}

@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kube-cdc/kube-cdc/internal/audit"
+)
+
+// AuditStore keeps the audit events the receiver accepts (internal/audit) in the schema's
+// audit_events table, where the view change_actors joins them to changes (migration
+// 014_actors). It is apart from Sink: every replica stores the events it receives,
+// leader or standby, claiming no writer lock; the audit ID keys a row, so the same event
+// stored twice (the apiserver re-sends a batch it saw no answer to) is stored once.
+type AuditStore struct {
+	pool     *pgxpool.Pool
+	schema   string
+	cluster  string
+	password string
+}
+
+// NewAuditStore connects to the database of opts (a PostgreSQL sink's options), applying
+// pending migrations first when opts.Migrate is set, and stores events as cluster's.
+func NewAuditStore(ctx context.Context, cluster string, opts Options) (*AuditStore, error) {
+	opts = opts.withDefaults()
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("audit store: %w", classify(err, ""))
+	}
+	password := cfg.ConnConfig.Password
+	if opts.Migrate {
+		if _, err := Migrate(ctx, opts.DSN, opts.Schema); err != nil {
+			return nil, fmt.Errorf("audit store: %w", err)
+		}
+	}
+	cfg.MaxConns = 2
+	setApplicationName(&cfg.ConnConfig.Config)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("audit store: %w", classify(err, password))
+	}
+	return &AuditStore{pool: pool, schema: pgx.Identifier{opts.Schema}.Sanitize(), cluster: cluster, password: password}, nil
+}
+
+// Close closes the connections.
+func (s *AuditStore) Close() { s.pool.Close() }
+
+// Store makes events durable, all or none, in one transaction; an event stored before
+// (its audit ID) is left as it is.
+func (s *AuditStore) Store(ctx context.Context, events []audit.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	q := fmt.Sprintf(`INSERT INTO %s.audit_events (audit_id, cluster, verb, api_group, resource, subresource, namespace,
+		name, object_uid, response_rv, response_uid, deleted_uids, username, user_uid, groups, impersonator, user_agent,
+		source_ips, code, request_at, stage_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		ON CONFLICT (audit_id) DO NOTHING`, s.schema)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		for _, e := range events {
+			var rv *int64
+			if e.ResponseRV > 0 {
+				v := int64(e.ResponseRV)
+				rv = &v
+			}
+			var impersonator *string
+			if e.Impersonator != "" {
+				impersonator = &e.Impersonator
+			}
+			b.Queue(q, e.AuditID, s.cluster, e.Verb, e.Group, e.Resource, e.Subresource, e.Namespace, e.Name,
+				e.ObjectUID, rv, e.ResponseUID, nonNil(e.DeletedUIDs), e.Username, e.UserUID, nonNil(e.Groups),
+				impersonator, e.UserAgent, nonNil(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
+		}
+		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("store %d audit events: %w", len(events), classify(err, s.password))
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// JoinStats say how the join of audit events to changes went in a window of time.
+type JoinStats struct {
+	Events       int64     // audit events received in the window
+	LastReceived time.Time // the newest event's arrival, ever; zero when none arrived
+	Changes      int64     // changes observed in the window (snapshots and inferred deletes left out)
+	Exact        int64     // of those, joined exactly
+	Nearest      int64     // joined to the nearest event
+	// UnmatchedChanges have no actor; UnmatchedEvents (of the window) explain no change.
+	UnmatchedChanges, UnmatchedEvents int64
+}
+
+// JoinStats counts the window since since, for the store's cluster.
+func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (JoinStats, error) {
+	var st JoinStats
+	var last *time.Time
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(`
+		SELECT (SELECT count(*) FROM %[1]s.audit_events WHERE cluster = $1 AND received_at >= $2),
+		       (SELECT max(received_at) FROM %[1]s.audit_events WHERE cluster = $1),
+		       count(*), count(*) FILTER (WHERE a.match = 'exact'), count(*) FILTER (WHERE a.match = 'nearest'),
+		       count(*) FILTER (WHERE a.match IS NULL),
+		       (SELECT count(*) FROM %[1]s.audit_events e
+		         WHERE e.cluster = $1 AND e.received_at >= $2
+		           AND NOT EXISTS (SELECT 1 FROM %[1]s.changes c JOIN %[1]s.change_actors x ON x.change_id = c.id
+		                            WHERE c.cluster = e.cluster AND c.api_group = e.api_group AND c.resource = e.resource
+		                              AND c.namespace = e.namespace AND (c.name = e.name OR e.name = '')
+		                              AND x.audit_id = e.audit_id))
+		  FROM %[1]s.changes c
+		  LEFT JOIN %[1]s.change_actors a ON a.change_id = c.id
+		 WHERE c.cluster = $1 AND c.observed_at >= $2 AND NOT c.snapshot AND NOT c.inferred`, s.schema),
+		s.cluster, since).Scan(&st.Events, &last, &st.Changes, &st.Exact, &st.Nearest, &st.UnmatchedChanges, &st.UnmatchedEvents)
+	if err != nil {
+		return st, fmt.Errorf("count the actor join: %w", classify(err, s.password))
+	}
+	if last != nil {
+		st.LastReceived = *last
+	}
+	return st, nil
+}
