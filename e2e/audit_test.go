@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -558,6 +559,75 @@ func postAudit(t *testing.T, addr string, certs *testenv.AuditTLS, token, body s
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestAStandbyReplicaReceivesAndStoresAuditEvents(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := namespace(t, "standby")
+	// Someone else holds the lease for an hour: this replica stays a standby.
+	now := metav1.NowMicro()
+	holder, secs := "the-leader", int32(3600)
+	if _, err := kube.Clientset().CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-cdc-e2e"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	certs, err := testenv.NewAuditTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := pg.NewDatabase(t)
+	cfg := pgConfig(t, dsn, "  - {name: configmaps, namespaces: ["+ns+"]}", auditConfig(t, addr, certs)+fmt.Sprintf(`leaderElection:
+  enabled: true
+  namespace: %s
+  name: kube-cdc-e2e
+  identity: the-standby
+`, ns))
+	d := start(t, "run", "-c", cfg)
+	body := auditEventList(ns, "dev-a@example.com", "x", "standby-event", "")
+	eventually(t, 60*time.Second, func() error {
+		if code := postAuditOnce(addr, certs, body); code != 200 {
+			return fmt.Errorf("the standby's receiver answered %d", code)
+		}
+		return nil
+	})
+	conn := connect(t, dsn)
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.audit_events WHERE audit_id = 'standby-event'`); n != 1 {
+		t.Errorf("%d events stored by the standby, want 1", n)
+	}
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.checkpoints`); n != 0 {
+		t.Errorf("the standby streamed: %d checkpoints", n)
+	}
+	if strings.Contains(d.log(), "all resources synced") {
+		t.Errorf("the standby streamed:\n%s", d.log())
+	}
+}
+
+// postAuditOnce is postAudit with the client certificate, returning 0 when the receiver
+// cannot be reached (yet).
+func postAuditOnce(addr string, certs *testenv.AuditTLS, body string) int {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CAPEM)
+	c, err := tls.X509KeyPair(certs.ClientCertPEM, certs.ClientKeyPEM)
+	if err != nil {
+		return 0
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{c}}},
+		Timeout: 10 * time.Second}
+	resp, err := client.Post("https://"+addr+"/audit", "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0
 	}
 	resp.Body.Close()
 	return resp.StatusCode
