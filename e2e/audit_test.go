@@ -574,7 +574,7 @@ func TestAStandbyReplicaReceivesAndStoresAuditEvents(t *testing.T) {
 	holder, secs := "the-leader", int32(3600)
 	if _, err := kube.Clientset().CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-cdc-e2e"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
