@@ -13,9 +13,10 @@ type Audit struct {
 	// PostgreSQL sink.
 	Sink string `koanf:"sink"`
 	// StatsInterval: this often the receiver counts the join of the last StatsWindow
-	// (joined and unmatched changes and events: metrics). Default 30s; 0 turns it off.
+	// (joined and unmatched changes and events: metrics). Default 1m; 0 turns it off.
+	// Counting joins every change of the window (about 35 µs of PostgreSQL CPU each).
 	StatsInterval time.Duration `koanf:"statsInterval"`
-	// StatsWindow is how far back the counts reach. Default 10m.
+	// StatsWindow is how far back the counts reach. Default 5m.
 	StatsWindow time.Duration `koanf:"statsWindow"`
 }
 

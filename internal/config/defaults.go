@@ -59,8 +59,8 @@ func defaults() map[string]any {
 		"audit.webhook.clientCAFile": "",
 		"audit.webhook.tokenFile":    "",
 		"audit.sink":                 "",
-		"audit.statsInterval":        30 * time.Second,
-		"audit.statsWindow":          10 * time.Minute,
+		"audit.statsInterval":        time.Minute,
+		"audit.statsWindow":          5 * time.Minute,
 	}
 }
 
