@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,14 +89,14 @@ func auditConfig(t *testing.T, addr string, certs *testenv.AuditTLS) string {
 // actorRow is a changes row of the test's namespace with its actor ("" when none);
 // actorRows orders them by resource, then as written.
 type actorRow struct {
-	id                  int64
-	resource, name, op  string
-	rv                  int64
-	uid                 string
-	user, impersonator  string
-	match, auditID      string
-	distance            time.Duration
-	hasDeletionTimestam bool
+	id                   int64
+	resource, name, op   string
+	rv                   int64
+	uid                  string
+	user, impersonator   string
+	match, auditID       string
+	distance             time.Duration
+	hasDeletionTimestamp bool
 }
 
 func (r actorRow) String() string {
@@ -121,7 +122,7 @@ func actorRows(t *testing.T, conn *pgx.Conn, ns string) []actorRow {
 		var r actorRow
 		var secs float64
 		err := row.Scan(&r.id, &r.resource, &r.name, &r.op, &r.rv, &r.uid, &r.user, &r.impersonator, &r.match, &r.auditID,
-			&secs, &r.hasDeletionTimestam)
+			&secs, &r.hasDeletionTimestamp)
 		r.distance = time.Duration(secs * float64(time.Second))
 		return r, err
 	})
@@ -362,7 +363,7 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 		return nil
 	})
 	for _, r := range podRows[1 : len(podRows)-1] {
-		if !r.hasDeletionTimestam {
+		if !r.hasDeletionTimestamp {
 			t.Fatalf("the pod has an update row besides the delete's: %v", podRows)
 		}
 		// Made by the DELETE, whose response RV is the delete's: nearest.
@@ -414,6 +415,18 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 		_, js := runCLI(t, "history", "configmaps", "shared", "-n", ns, "-c", cfg, "-o", "json")
 		if !strings.Contains(js, `"username": "`+b+`"`) || !strings.Contains(js, `"match": "exact"`) {
 			t.Errorf("history -o json lacks the actors:\n%s", js)
+		}
+	})
+
+	t.Run("check says audit events arrive and how they joined", func(t *testing.T) {
+		code, out := runCLI(t, "check", "-c", cfg)
+		if code != 0 || !regexp.MustCompile(`audit receiver\s+ok\s+\d+ audit events in the last 5m0s; of \d+ changes \d+ joined exactly, \d+ nearest, 1 unmatched`).MatchString(out) {
+			t.Errorf("check: exit %d\n%s", code, out)
+		}
+		broken := strings.Replace(readFile(t, cfg), certs.CertFile, certs.CAFile+".missing", 1)
+		code, out = runCLI(t, "check", "-c", writeConfig(t, broken))
+		if code == 0 || !strings.Contains(out, "tlsCertFile") {
+			t.Errorf("check with a missing certificate: exit %d\n%s", code, out)
 		}
 	})
 
@@ -631,4 +644,13 @@ func postAuditOnce(addr string, certs *testenv.AuditTLS, body string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

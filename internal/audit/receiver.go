@@ -74,8 +74,9 @@ func TokenFromFile(path string) (string, error) {
 	return tok, nil
 }
 
-// Listen binds Addr and returns the TLS listener Serve takes.
-func (r *Receiver) Listen(ctx context.Context) (net.Listener, error) {
+// TLSConfig loads the serving certificate and the client CA: what Listen serves with.
+// `kube-cdc check` calls it to fail where run would.
+func (r *Receiver) TLSConfig() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(r.CertFile, r.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("audit receiver: load the serving certificate: %w", err)
@@ -92,6 +93,15 @@ func (r *Receiver) Listen(ctx context.Context) (net.Listener, error) {
 		}
 		// A certificate is checked when sent; a caller without one may still bring the token.
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// Listen binds Addr and returns the TLS listener Serve takes.
+func (r *Receiver) Listen(ctx context.Context) (net.Listener, error) {
+	cfg, err := r.TLSConfig()
+	if err != nil {
+		return nil, err
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", r.Addr)
 	if err != nil {
