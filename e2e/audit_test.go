@@ -48,7 +48,7 @@ rules:
 // auditedPlane is a private control plane whose apiserver sends its audit events
 // (auditPolicy) to a kube-cdc receiver at addr, authenticated with the client certificate
 // of certs; the daemon's config gets the receiver's keys from auditConfig.
-func auditedPlane(t *testing.T) (k *testenv.Kube, addr string, certs *testenv.AuditTLS) {
+func auditedPlane(t *testing.T, initialBackoff time.Duration) (k *testenv.Kube, addr string, certs *testenv.AuditTLS) {
 	t.Helper()
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -61,7 +61,7 @@ func auditedPlane(t *testing.T) (k *testenv.Kube, addr string, certs *testenv.Au
 	k = testenv.NewKube(t, testenv.KubeOptions{Audit: &testenv.AuditOptions{
 		Policy: auditPolicy,
 		Webhook: &testenv.AuditWebhook{URL: "https://" + addr + "/audit", CAPEM: certs.CAPEM,
-			ClientCertPEM: certs.ClientCertPEM, ClientKeyPEM: certs.ClientKeyPEM},
+			ClientCertPEM: certs.ClientCertPEM, ClientKeyPEM: certs.ClientKeyPEM, InitialBackoff: initialBackoff},
 	}})
 	planes.Store(t.Name(), k)
 	t.Cleanup(func() { planes.Delete(t.Name()) })
@@ -190,7 +190,7 @@ func waitActors(t *testing.T, conn *pgx.Conn, ns string, wants []want) []actorRo
 func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	k, addr, certs := auditedPlane(t)
+	k, addr, certs := auditedPlane(t, 0)
 	dsn := pg.NewDatabase(t)
 	ns := namespace(t, "who")
 	resources := fmt.Sprintf("  - {name: configmaps, namespaces: [%[1]s]}\n  - {name: secrets, namespaces: [%[1]s]}\n"+
@@ -198,14 +198,7 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 	cfg := pgConfig(t, dsn, resources, auditConfig(t, addr, certs))
 	d := start(t, "run", "-c", cfg)
 	conn := connect(t, dsn)
-	eventually(t, 90*time.Second, func() error { // the initial (empty) syncs: what follows is watched
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.checkpoints WHERE resource_version > 0`).Scan(&n)
-		if err == nil && n != 4 {
-			err = fmt.Errorf("%d checkpoints", n)
-		}
-		return err
-	})
+	waitAuditSynced(t, conn, 4)
 	devA := userClient(t, k, testenv.TokenUsers[0], nil)
 	devB := userClient(t, k, testenv.TokenUsers[1], nil)
 	devC := userClient(t, k, testenv.TokenUsers[2], nil)
@@ -653,4 +646,74 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestAuditEventsSentWhileTheReceiverWasDownAreJoinedOnceItIsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The apiserver retries a failed batch 4 times, 3 s, 4.5 s, 6.75 s and 10 s apart
+	// (±20%): a receiver back within ~20 s loses nothing.
+	k, addr, certs := auditedPlane(t, 3*time.Second)
+	dsn := pg.NewDatabase(t)
+	ns := namespace(t, "down")
+	cfg := pgConfig(t, dsn, "  - {name: configmaps, namespaces: ["+ns+"]}", auditConfig(t, addr, certs))
+	d := start(t, "run", "-c", cfg)
+	conn := connect(t, dsn)
+	waitAuditSynced(t, conn, 1)
+	devB := userClient(t, k, testenv.TokenUsers[1], nil).CoreV1().ConfigMaps(ns)
+	if _, err := devB.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	joined := func(n int) func() error {
+		return func() error {
+			rows := actorRows(t, conn, ns)
+			ok := 0
+			for _, r := range rows {
+				if r.user == testenv.TokenUsers[1] && r.match == "exact" {
+					ok++
+				}
+			}
+			if len(rows) != n || ok != n {
+				return fmt.Errorf("%d of %d rows joined exactly to dev-b, want %d: %v", ok, len(rows), n, rows)
+			}
+			return nil
+		}
+	}
+	eventually(t, 60*time.Second, joined(1))
+
+	// Killed: batches under way are not acknowledged. Writes go on while it is down.
+	_ = d.cmd.Process.Kill()
+	<-d.done
+	for i := range 10 {
+		cm, err := devB.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("while-down-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"v": "2"}
+		if _, err := devB.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The scenario's downtime (not a wait for a condition): long enough for the
+	// apiserver's first attempts at these batches to fail.
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	start(t, "run", "-c", cfg)
+	eventually(t, 90*time.Second, joined(21))
+}
+
+// waitAuditSynced waits for the initial (empty) syncs of n resources: what follows is watched.
+func waitAuditSynced(t *testing.T, conn *pgx.Conn, n int) {
+	t.Helper()
+	eventually(t, 90*time.Second, func() error {
+		var got int
+		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM kube_cdc.checkpoints WHERE resource_version > 0`).Scan(&got)
+		if err == nil && got != n {
+			err = fmt.Errorf("%d checkpoints, want %d", got, n)
+		}
+		return err
+	})
 }

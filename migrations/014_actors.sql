@@ -54,8 +54,8 @@ AS $$ SELECT CASE WHEN $1 < interval '0' THEN -$1 ELSE $1 END $$;
 --
 -- nearest: no exact event; the event closest in time (stageTimestamp against
 -- observed_at, within a minute) on the same key with a verb that can make such a change,
--- whose response carried no RV (level Metadata or Request), never one naming another uid,
--- and never across a change of another uid on the key, this uid's create or its delete. A Pod's graceful DELETE
+-- whose response carried no RV (level Metadata or Request), never one naming another uid
+-- or outside the uid's lifetime on the key (see below). A Pod's graceful DELETE
 -- makes an update (deletionTimestamp set) before the delete: that update's nearest event
 -- may be the DELETE whose response RV is the later delete's. distance is how far apart.
 CREATE VIEW change_actors AS
@@ -80,10 +80,35 @@ SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a
             (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
                     'nearest'::text, abs_interval(e.stage_at - c.observed_at), e.user_uid, e.groups, e.source_ips,
                     e.request_at, 1
-               FROM audit_events e
-              WHERE e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
+               FROM (SELECT ub.*,
+                            -- The DELETEs that made those deletes, by the apiserver's clock.
+                            (SELECT d.request_at FROM audit_events d
+                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
+                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.prev_delete_at - interval '1 minute' AND ub.prev_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.prev_delete_at) LIMIT 1) AS prev_delete_request_at,
+                            (SELECT d.stage_at FROM audit_events d
+                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
+                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.next_delete_at - interval '1 minute' AND ub.next_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.next_delete_at) LIMIT 1) AS next_delete_stage_at
+                       FROM (SELECT
+                              -- The uid's lifetime on the key: after the delete of the uid
+                              -- before it, before its own delete (as kube-cdc observed them).
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
+                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid <> c.uid AND o.op = 'delete'
+                                  AND o.resource_version < c.resource_version
+                                ORDER BY o.resource_version DESC LIMIT 1) AS prev_delete_at,
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
+                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid = c.uid AND o.op = 'delete'
+                                  AND o.resource_version > c.resource_version
+                                ORDER BY o.resource_version LIMIT 1) AS next_delete_at) ub) b
+               JOIN audit_events e
+                 ON e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
                 AND e.namespace = c.namespace AND e.name = c.name
-                AND e.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute'
+              WHERE e.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute'
                 AND CASE c.op
                       WHEN 'create' THEN e.verb IN ('create', 'update', 'patch') AND e.response_rv IS NULL
                       WHEN 'update' THEN (e.verb IN ('update', 'patch') AND e.response_rv IS NULL)
@@ -91,22 +116,25 @@ SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a
                                           AND c.object -> 'metadata' ? 'deletionTimestamp')
                       ELSE e.verb = 'delete' AND e.response_rv IS NULL AND e.response_uid = ''
                     END
+                -- Never across uids: never an event naming another uid, and never one
+                -- outside the uid's lifetime on the key. kube-cdc observes changes later
+                -- than the apiserver answers (a burst, a loaded host), so the lifetime is
+                -- bounded by the apiserver's clock where the DELETEs were audited: a write
+                -- of this uid was received after the DELETE of the one before it was, and
+                -- before its own DELETE completed. Where they were not, by when kube-cdc
+                -- observed the deletes, which leaves out more, never less.
                 AND e.object_uid IN ('', c.uid) AND e.response_uid IN ('', c.uid)
-                -- Never across uids: no change of another uid lies between the event and
-                -- the change, nor the delete of this uid after the change (unless the
-                -- event is that DELETE), nor its create before it.
-                AND NOT EXISTS (
-                      SELECT 1 FROM changes o
-                       WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
-                         AND o.namespace = c.namespace AND o.name = c.name AND o.id <> c.id
-                         AND o.observed_at BETWEEN least(e.stage_at, c.observed_at) AND greatest(e.stage_at, c.observed_at)
-                         AND (o.uid <> c.uid
-                           OR (o.op = 'delete' AND o.observed_at > c.observed_at AND e.verb <> 'delete')
-                           OR (o.op = 'create' AND o.observed_at < c.observed_at)))
+                AND (b.prev_delete_at IS NULL
+                     OR CASE WHEN b.prev_delete_request_at IS NOT NULL THEN e.request_at >= b.prev_delete_request_at
+                             ELSE e.stage_at > b.prev_delete_at END)
+                AND (b.next_delete_at IS NULL OR e.verb = 'delete'
+                     OR CASE WHEN b.next_delete_stage_at IS NOT NULL THEN e.request_at < b.next_delete_stage_at
+                             ELSE e.request_at < b.next_delete_at END)
               ORDER BY abs_interval(e.stage_at - c.observed_at), e.audit_id
               LIMIT 1)
         ) x
-        ORDER BY x.rank
+        -- No ORDER BY: the Append runs the exact branch first and stops at its row, so the
+        -- nearest branch costs nothing where the join is exact.
         LIMIT 1
   ) a;
 

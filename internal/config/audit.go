@@ -14,7 +14,7 @@ type Audit struct {
 	Sink string `koanf:"sink"`
 	// StatsInterval: this often the receiver counts the join of the last StatsWindow
 	// (joined and unmatched changes and events: metrics). Default 1m; 0 turns it off.
-	// Counting joins every change of the window (about 35 µs of PostgreSQL CPU each).
+	// Counting joins every change of the window (about 85 µs of PostgreSQL CPU each).
 	StatsInterval time.Duration `koanf:"statsInterval"`
 	// StatsWindow is how far back the counts reach. Default 5m.
 	StatsWindow time.Duration `koanf:"statsWindow"`

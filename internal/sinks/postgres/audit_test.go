@@ -201,6 +201,28 @@ func TestChangeActorsNearestIsByKeyVerbAndTimeAndNeverAcrossUIDs(t *testing.T) {
 	}
 }
 
+func TestChangeActorsNearestHoldsWhenKubeCDCObservedTheChangesLate(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	// A burst: created, deleted and created again within 30 ms, all observed 500 ms later
+	// (the apiserver answered long before kube-cdc saw the changes).
+	late := t0.Add(500 * time.Millisecond)
+	ids := insertChanges(t, conn,
+		row{"b", "u1", 10, "create", late, ""},
+		row{"b", "u1", 11, "delete", late.Add(time.Millisecond), ""},
+		row{"b", "u2", 12, "create", late.Add(2 * time.Millisecond), ""},
+	)
+	if err := store.Store(ctx, []audit.Event{
+		ev("c1", "create", "b", "dev-a", t0),
+		ev("d1", "delete", "b", "dev-c", t0.Add(10*time.Millisecond)),
+		ev("c2", "create", "b", "dev-b", t0.Add(30*time.Millisecond)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "late", actorsOf(t, conn, ids), "dev-a nearest", "dev-c nearest", "dev-b nearest")
+}
+
 func TestHistoryFunctionCarriesTheActor(t *testing.T) {
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
