@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -715,5 +716,58 @@ func waitAuditSynced(t *testing.T, conn *pgx.Conn, n int) {
 			err = fmt.Errorf("%d checkpoints, want %d", got, n)
 		}
 		return err
+	})
+}
+
+func TestAuditEventsAreReadFromTheApiserversLogFileAcrossARestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	k := testenv.NewKube(t, testenv.KubeOptions{Audit: &testenv.AuditOptions{Policy: auditPolicy, LogPath: logPath}})
+	planes.Store(t.Name(), k)
+	t.Cleanup(func() { planes.Delete(t.Name()) })
+	dsn := pg.NewDatabase(t)
+	ns := namespace(t, "logfile")
+	cfg := pgConfig(t, dsn, "  - {name: configmaps, namespaces: ["+ns+"]}",
+		fmt.Sprintf("audit:\n  logFile: {path: %q, pollInterval: 100ms}\nleaderElection: {identity: e2e-node}\n", logPath))
+	d := start(t, "run", "-c", cfg)
+	conn := connect(t, dsn)
+	waitAuditSynced(t, conn, 1)
+	a, b := testenv.TokenUsers[0], testenv.TokenUsers[1]
+	devA := userClient(t, k, a, nil).CoreV1().ConfigMaps(ns)
+	devB := userClient(t, k, b, nil).CoreV1().ConfigMaps(ns)
+	cm, err := devA.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["v"] = "2"
+	if cm, err = devB.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitActors(t, conn, ns, []want{{"configmaps", "c", "create", a, "", "exact"}, {"configmaps", "c", "update", b, "", "exact"}})
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// Written while kube-cdc is stopped: read from the stored position when it is back.
+	cm.Data["v"] = "3"
+	if _, err := devA.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, "run", "-c", cfg)
+	waitActors(t, conn, ns, []want{{"configmaps", "c", "create", a, "", "exact"}, {"configmaps", "c", "update", b, "", "exact"},
+		{"configmaps", "c", "update", a, "", "exact"}})
+	eventually(t, 30*time.Second, func() error {
+		st, err := os.Stat(logPath)
+		if err != nil {
+			return err
+		}
+		var off int64
+		if err := conn.QueryRow(ctx, `SELECT "offset" FROM kube_cdc.audit_log_positions WHERE reader = 'e2e-node' AND path = $1`, logPath).Scan(&off); err != nil {
+			return err
+		}
+		if off != st.Size() {
+			return fmt.Errorf("position %d, file size %d", off, st.Size())
+		}
+		return nil
 	})
 }

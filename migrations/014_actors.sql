@@ -37,6 +37,19 @@ CREATE INDEX audit_events_time ON audit_events (cluster, api_group, resource, na
 -- Retention and "are events arriving".
 CREATE INDEX audit_events_received_at ON audit_events (received_at);
 
+-- How far each reader of an audit log file (audit.logFile; reader: the replica's
+-- identity, the file being on its host) has stored the file's events: written in the
+-- transaction that stores them.
+CREATE TABLE audit_log_positions (
+    cluster     text        NOT NULL,
+    reader      text        NOT NULL,
+    path        text        NOT NULL,
+    inode       bigint      NOT NULL,   -- the file read, which a rotation's rename keeps
+    "offset"    bigint      NOT NULL,   -- after the last complete line stored
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (cluster, reader, path)
+);
+
 -- abs_interval(i): i without its sign, how far apart two moments are.
 CREATE FUNCTION abs_interval(i interval) RETURNS interval
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -6,17 +6,20 @@ import (
 	"log/slog"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
-// auditReceiver builds the audit receiver of cfg (audit.webhook.listen set) and its
-// store, and returns what runs them until ctx ends, bound already. Every replica runs it,
+// auditInputs builds what cfg configures of the audit inputs (the webhook receiver,
+// audit.webhook.listen; the log file, audit.logFile.path) and their store, and returns
+// what runs them until ctx ends, the receiver bound already. Every replica runs them,
 // leader or standby: the apiserver's webhook reaches whichever one the Service picks, and
 // each stores what it receives.
-func auditReceiver(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, closeStore func(), err error) {
+func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, closeStore func(), err error) {
 	sc, err := cfg.AuditSink()
 	if err != nil {
 		return nil, nil, err
@@ -33,18 +36,31 @@ func auditReceiver(ctx context.Context, cfg *config.Config, log *slog.Logger, m 
 		return nil, nil, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
 	log = log.With("component", "audit")
-	r := &audit.Receiver{Addr: w.Listen, CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile,
-		Token: token, Store: store, Log: log, Observer: m}
-	ln, err := r.Listen(ctx)
-	if err != nil {
-		store.Close()
-		return nil, nil, err
+	var runs []func(context.Context) error
+	if w.Listen != "" {
+		r := &audit.Receiver{Addr: w.Listen, CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile,
+			Token: token, Store: store, Log: log, Observer: m}
+		ln, err := r.Listen(ctx)
+		if err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+		runs = append(runs, func(ctx context.Context) error { return r.Serve(ctx, ln) })
+	}
+	if path := cfg.Audit.LogFile.Path; path != "" {
+		f := &audit.LogFile{Path: path, Store: store.ForReader(cfg.LeaderElection.Identity), Poll: cfg.Audit.LogFile.PollInterval,
+			Log: log, Observer: m}
+		runs = append(runs, f.Run)
 	}
 	run = func(ctx context.Context) error {
 		if iv := cfg.Audit.StatsInterval; iv > 0 {
 			go countJoin(ctx, store, iv, cfg.Audit.StatsWindow, log, m)
 		}
-		return r.Serve(ctx, ln)
+		g, gctx := errgroup.WithContext(ctx)
+		for _, r := range runs {
+			g.Go(func() error { return r(gctx) })
+		}
+		return g.Wait()
 	}
 	return run, store.Close, nil
 }

@@ -15,13 +15,15 @@ import (
 // how the join of the last audit.statsWindow went; "warn" when none arrived.
 func checkAudit(ctx context.Context, cfg *config.Config, t *table) {
 	w := cfg.Audit.Webhook
-	if w.Listen == "" {
+	if w.Listen == "" && cfg.Audit.LogFile.Path == "" {
 		return
 	}
-	r := &audit.Receiver{CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile}
-	if _, err := r.TLSConfig(); err != nil {
-		t.result("audit receiver", err, "")
-		return
+	if w.Listen != "" {
+		r := &audit.Receiver{CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile}
+		if _, err := r.TLSConfig(); err != nil {
+			t.result("audit receiver", err, "")
+			return
+		}
 	}
 	if w.TokenFile != "" {
 		if _, err := audit.TokenFromFile(w.TokenFile); err != nil {
@@ -53,7 +55,11 @@ func checkAudit(ctx context.Context, cfg *config.Config, t *table) {
 		if !st.LastReceived.IsZero() {
 			last = "last " + st.LastReceived.UTC().Format(time.RFC3339)
 		}
-		t.row("audit receiver", "warn", fmt.Sprintf("no audit events in the last %v (%s): is the apiserver's audit webhook pointed at %s?", window, last, w.Listen))
+		from := "is the apiserver's audit webhook pointed at " + w.Listen
+		if w.Listen == "" {
+			from = "is the apiserver writing its audit log to " + cfg.Audit.LogFile.Path
+		}
+		t.row("audit receiver", "warn", fmt.Sprintf("no audit events in the last %v (%s): %s?", window, last, from))
 		return
 	}
 	t.result("audit receiver", nil, fmt.Sprintf("%d audit events in the last %v; of %d changes %d joined exactly, %d nearest, %d unmatched; %d events matched no change",

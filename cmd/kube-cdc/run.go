@@ -138,9 +138,9 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	if len(crds.Resources) > 0 {
 		g.Go(func() error { return crds.Run(gctx) })
 	}
-	// The audit receiver runs whether this process leads or stands by (audit.go).
-	if cfg.Audit.Webhook.Listen != "" {
-		receive, closeStore, err := auditReceiver(ctx, cfg, log, m)
+	// The audit inputs run whether this process leads or stands by (audit.go).
+	if cfg.Audit.Webhook.Listen != "" || cfg.Audit.LogFile.Path != "" {
+		receive, closeStore, err := auditInputs(ctx, cfg, log, m)
 		if err != nil {
 			return err
 		}

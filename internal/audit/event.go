@@ -89,6 +89,36 @@ func Decode(r io.Reader) ([]Event, Counts, error) {
 	return out, c, nil
 }
 
+// DecodeEvent reads one audit.k8s.io/v1 Event (a line of an audit log file) and says
+// whether it is kept, with the counts it adds (one of Counts' fields is 1).
+func DecodeEvent(b []byte) (Event, bool, Counts, error) {
+	var a auditv1.Event
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Event{}, false, Counts{}, fmt.Errorf("decode an audit Event: %w", err)
+	}
+	e, why := extract(&a)
+	var c Counts
+	switch why {
+	case kept:
+		c.Kept = 1
+	case notWrite:
+		c.NotWrite = 1
+	case refused:
+		c.Refused = 1
+	case dryRun:
+		c.DryRun = 1
+	}
+	return e, why == kept, c, nil
+}
+
+// Add adds o's counts to c.
+func (c *Counts) Add(o Counts) {
+	c.Kept += o.Kept
+	c.NotWrite += o.NotWrite
+	c.Refused += o.Refused
+	c.DryRun += o.DryRun
+}
+
 type verdict int
 
 const (

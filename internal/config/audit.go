@@ -9,6 +9,7 @@ import (
 // joined to changes to name who made each (internal/audit, the view change_actors).
 type Audit struct {
 	Webhook AuditWebhook `koanf:"webhook"`
+	LogFile AuditLogFile `koanf:"logFile"`
 	// Sink is the PostgreSQL sink whose database stores the events. Default "": the first
 	// PostgreSQL sink.
 	Sink string `koanf:"sink"`
@@ -36,7 +37,24 @@ type AuditWebhook struct {
 	TokenFile string `koanf:"tokenFile"`
 }
 
+// AuditLogFile is an apiserver audit log on this host (--audit-log-path,
+// --audit-log-format=json), followed across rotation, its position kept in the database.
+type AuditLogFile struct {
+	// Path of the log file. Default "": off.
+	Path string `koanf:"path"`
+	// PollInterval: this often the file is looked at for new lines. Default 1s.
+	PollInterval time.Duration `koanf:"pollInterval"`
+}
+
 func (c *Config) validateAudit() error {
+	if c.Audit.LogFile.PollInterval <= 0 {
+		return keyErrorf("audit.logFile.pollInterval", "must be greater than 0, got %v", c.Audit.LogFile.PollInterval)
+	}
+	if c.Audit.LogFile.Path != "" {
+		if _, err := c.AuditSink(); err != nil {
+			return keyErrorf("audit.sink", "%v", err)
+		}
+	}
 	w := c.Audit.Webhook
 	if c.Audit.StatsInterval < 0 {
 		return keyErrorf("audit.statsInterval", "must not be negative (0 turns the counts off), got %v", c.Audit.StatsInterval)

@@ -59,6 +59,8 @@ func defaults() map[string]any {
 		"audit.webhook.clientCAFile": "",
 		"audit.webhook.tokenFile":    "",
 		"audit.sink":                 "",
+		"audit.logFile.path":         "",
+		"audit.logFile.pollInterval": time.Second,
 		"audit.statsInterval":        time.Minute,
 		"audit.statsWindow":          5 * time.Minute,
 	}

@@ -81,8 +81,10 @@ type AuditOptions struct {
 	// Policy is an audit.k8s.io/v1 Policy document (YAML), written to a file and passed as
 	// --audit-policy-file.
 	Policy string
-	// Webhook sends the events to a receiver; nil sends them nowhere (no backend).
+	// Webhook sends the events to a receiver; nil: no webhook backend.
 	Webhook *AuditWebhook
+	// LogPath is --audit-log-path (format json, one event per line); "": no log backend.
+	LogPath string
 }
 
 // AuditWebhook is where and how the apiserver's webhook backend sends audit events.
@@ -112,6 +114,9 @@ func auditArgs(dir string, a *AuditOptions) ([]string, error) {
 		return nil, err
 	}
 	args := []string{"--audit-policy-file=" + policy}
+	if a.LogPath != "" {
+		args = append(args, "--audit-log-path="+a.LogPath, "--audit-log-format=json")
+	}
 	w := a.Webhook
 	if w == nil {
 		return args, nil

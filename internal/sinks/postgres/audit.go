@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,42 @@ type AuditStore struct {
 	schema   string
 	cluster  string
 	password string
+	reader   string // whose audit log positions (ForReader)
+}
+
+// ForReader is the store as the reader of audit log files named reader (a replica's
+// identity: the files are on its host) keeps their positions.
+func (s *AuditStore) ForReader(reader string) *AuditStore {
+	c := *s
+	c.reader = reader
+	return &c
+}
+
+// Position returns how far the reader has stored the audit log file at path.
+func (s *AuditStore) Position(ctx context.Context, path string) (audit.Position, error) {
+	var p audit.Position
+	var ino, off int64
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT inode, "offset" FROM %s.audit_log_positions
+		WHERE cluster = $1 AND reader = $2 AND path = $3`, s.schema), s.cluster, s.reader, path).Scan(&ino, &off)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("read the audit log position: %w", classify(err, s.password))
+	}
+	return audit.Position{Inode: uint64(ino), Offset: off}, nil
+}
+
+// StoreAt stores events and the position of the audit log file they were read up to, in
+// one transaction.
+func (s *AuditStore) StoreAt(ctx context.Context, events []audit.Event, path string, pos audit.Position) error {
+	return s.store(ctx, events, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.audit_log_positions (cluster, reader, path, inode, "offset")
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (cluster, reader, path) DO UPDATE SET inode = excluded.inode, "offset" = excluded."offset", updated_at = now()`,
+			s.schema), s.cluster, s.reader, path, int64(pos.Inode), pos.Offset)
+		return err
+	})
 }
 
 // NewAuditStore connects to the database of opts (a PostgreSQL sink's options), applying
@@ -58,6 +95,11 @@ func (s *AuditStore) Store(ctx context.Context, events []audit.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	return s.store(ctx, events, nil)
+}
+
+// store inserts events and runs also, in one transaction.
+func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(context.Context, pgx.Tx) error) error {
 	q := fmt.Sprintf(`INSERT INTO %s.audit_events (audit_id, cluster, verb, api_group, resource, subresource, namespace,
 		name, object_uid, response_rv, response_uid, deleted_uids, username, user_uid, groups, impersonator, user_agent,
 		source_ips, code, request_at, stage_at)
@@ -79,7 +121,15 @@ func (s *AuditStore) Store(ctx context.Context, events []audit.Event) error {
 				e.ObjectUID, rv, e.ResponseUID, nonNil(e.DeletedUIDs), e.Username, e.UserUID, nonNil(e.Groups),
 				impersonator, e.UserAgent, nonNil(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
 		}
-		return tx.SendBatch(ctx, &b).Close()
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return err
+			}
+		}
+		if also != nil {
+			return also(ctx, tx)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("store %d audit events: %w", len(events), classify(err, s.password))

@@ -246,3 +246,30 @@ func TestHistoryFunctionCarriesTheActor(t *testing.T) {
 		t.Errorf("history() says %q", got)
 	}
 }
+
+func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	a, b := store.ForReader("node-a"), store.ForReader("node-b")
+	t0 := time.Now().UTC()
+	if err := a.StoreAt(ctx, []audit.Event{ev("l1", "create", "x", "dev-a", t0)}, "/var/log/audit.log", audit.Position{Inode: 7, Offset: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// The same line again (a reader that stored it, then died before...): harmless.
+	if err := a.StoreAt(ctx, []audit.Event{ev("l1", "create", "x", "dev-a", t0)}, "/var/log/audit.log", audit.Position{Inode: 8, Offset: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.StoreAt(ctx, nil, "/var/log/other.log", audit.Position{Inode: 9, Offset: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.Position(ctx, "/var/log/audit.log"); err != nil || p != (audit.Position{Inode: 8, Offset: 20}) {
+		t.Errorf("node-a's position %+v, %v; want inode 8 offset 20", p, err)
+	}
+	if p, err := b.Position(ctx, "/var/log/audit.log"); err != nil || p != (audit.Position{}) {
+		t.Errorf("node-b's position %+v, %v; want none", p, err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.audit_events`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d events stored, %v; want 1", n, err)
+	}
+}
