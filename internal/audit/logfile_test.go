@@ -70,7 +70,9 @@ func TestALogFileIsFollowedAcrossRotationAndARestartStoringEachEventOnce(t *test
 	follow := func() (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- (&LogFile{Path: path, Store: store, Poll: 10 * time.Millisecond, BatchLines: 2}).Run(ctx) }()
+		go func() {
+			done <- (&LogFile{Path: path, Store: store, Poll: 10 * time.Millisecond, BatchLines: 2}).Run(ctx)
+		}()
 		return func() {
 			cancel()
 			if err := <-done; err != nil {
