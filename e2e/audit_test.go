@@ -196,7 +196,9 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 	ns := namespace(t, "who")
 	resources := fmt.Sprintf("  - {name: configmaps, namespaces: [%[1]s]}\n  - {name: secrets, namespaces: [%[1]s]}\n"+
 		"  - {name: pods, namespaces: [%[1]s]}\n  - {name: podtemplates, namespaces: [%[1]s]}", ns)
-	cfg := pgConfig(t, dsn, resources, auditConfig(t, addr, certs))
+	// A stdout sink too, waiting up to 10 s per batch for actors to write them in its lines.
+	cfg := writeConfig(t, strings.Replace(pgConfigYAML(dsn, resources, auditConfig(t, addr, certs)+"  wait: 10s\n"),
+		"sinks:\n", "sinks:\n  - {name: lines, type: stdout}\n", 1))
 	d := start(t, "run", "-c", cfg)
 	conn := connect(t, dsn)
 	waitAuditSynced(t, conn, 4)
@@ -393,6 +395,26 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 		// stored but explains no change.
 		if stored != 2 || unmatched != 1 {
 			t.Errorf("dev-b's stored updates %d (want 2: no dry run), unmatched patches %d (want 1: the no-op)", stored, unmatched)
+		}
+	})
+
+	t.Run("stdout lines carry who", func(t *testing.T) {
+		eventually(t, 30*time.Second, func() error {
+			for _, line := range strings.Split(d.out.String(), "\n") {
+				if strings.Contains(line, `"name":"by-sa"`) {
+					if !strings.Contains(line, `"user":"`+saUser+`"`) || !strings.Contains(line, `"auditID":"`) {
+						return fmt.Errorf("by-sa's line lacks its user: %s", line)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no line of by-sa yet")
+		})
+		for _, line := range strings.Split(d.out.String(), "\n") {
+			if strings.Contains(line, `"name":"shared"`) && strings.Contains(line, `"op":"u"`) && strings.Contains(line, `"impersonator":"`+a+`"`) &&
+				!strings.Contains(line, `"user":"`+c+`"`) {
+				t.Errorf("the impersonated update's line names another user: %s", line)
+			}
 		}
 	})
 

@@ -9,7 +9,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
+	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
@@ -19,7 +21,7 @@ import (
 // what runs them until ctx ends, the receiver bound already. Every replica runs them,
 // leader or standby: the apiserver's webhook reaches whichever one the Service picks, and
 // each stores what it receives.
-func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, closeStore func(), err error) {
+func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, _ *postgres.AuditStore, err error) {
 	sc, err := cfg.AuditSink()
 	if err != nil {
 		return nil, nil, err
@@ -62,7 +64,43 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 		}
 		return g.Wait()
 	}
-	return run, store.Close, nil
+	return run, store, nil
+}
+
+// actorLookup gives the stdout and Kafka sinks the actors audit events name exactly,
+// waiting up to wait (audit.wait) for those not stored yet.
+type actorLookup struct {
+	store *postgres.AuditStore
+	wait  time.Duration
+}
+
+func (l *actorLookup) Actors(ctx context.Context, b change.Batch) ([]*envelope.Actor, error) {
+	deadline := time.Now().Add(l.wait)
+	for {
+		found, err := l.store.ExactActors(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*envelope.Actor, len(found))
+		missing := false
+		for i, a := range found {
+			if a == nil {
+				// Snapshots and inferred deletes have no event to wait for.
+				c := &b.Changes[i]
+				missing = missing || !(c.Snapshot || c.Inferred)
+				continue
+			}
+			out[i] = &envelope.Actor{Username: a.Username, Impersonator: a.Impersonator, UserAgent: a.UserAgent, AuditID: a.AuditID}
+		}
+		if !missing || !time.Now().Before(deadline) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-time.After(min(50*time.Millisecond, time.Until(deadline))):
+		}
+	}
 }
 
 // countJoin sets the join's metrics every interval, over the last window.

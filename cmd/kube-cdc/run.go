@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
@@ -139,16 +140,18 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		g.Go(func() error { return crds.Run(gctx) })
 	}
 	// The audit inputs run whether this process leads or stands by (audit.go).
+	var actors envelope.Actors
 	if cfg.Audit.Webhook.Listen != "" || cfg.Audit.LogFile.Path != "" {
-		receive, closeStore, err := auditInputs(ctx, cfg, log, m)
+		receive, store, err := auditInputs(ctx, cfg, log, m)
 		if err != nil {
 			return err
 		}
-		defer closeStore()
+		defer store.Close()
+		actors = &actorLookup{store: store, wait: cfg.Audit.Wait}
 		g.Go(func() error { return receive(gctx) })
 	}
 	stream := func(gctx context.Context) error {
-		sinks, closeSinks, err := openSinks(gctx, cfg, log, m)
+		sinks, closeSinks, err := openSinks(gctx, cfg, log, m, actors)
 		if err != nil {
 			return err
 		}

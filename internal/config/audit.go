@@ -13,6 +13,11 @@ type Audit struct {
 	// Sink is the PostgreSQL sink whose database stores the events. Default "": the first
 	// PostgreSQL sink.
 	Sink string `koanf:"sink"`
+	// Wait is how long the stdout and Kafka sinks wait, per batch, for the actors of its
+	// changes whose audit events have not arrived yet, so that their records carry
+	// source.user (the Kafka and stdout sinks). Default 0: the actors stored by then, no waiting (PostgreSQL joins
+	// later arrivals anyway). Bounded by the apiserver's batch wait plus a little.
+	Wait time.Duration `koanf:"wait"`
 	// StatsInterval: this often the receiver counts the join of the last StatsWindow
 	// (joined and unmatched changes and events: metrics). Default 1m; 0 turns it off.
 	// Counting joins every change of the window (about 85 µs of PostgreSQL CPU each).
@@ -56,6 +61,9 @@ func (c *Config) validateAudit() error {
 		}
 	}
 	w := c.Audit.Webhook
+	if c.Audit.Wait < 0 {
+		return keyErrorf("audit.wait", "must not be negative (0 waits for no actor), got %v", c.Audit.Wait)
+	}
 	if c.Audit.StatsInterval < 0 {
 		return keyErrorf("audit.statsInterval", "must not be negative (0 turns the counts off), got %v", c.Audit.StatsInterval)
 	}

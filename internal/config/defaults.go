@@ -59,6 +59,7 @@ func defaults() map[string]any {
 		"audit.webhook.clientCAFile": "",
 		"audit.webhook.tokenFile":    "",
 		"audit.sink":                 "",
+		"audit.wait":                 time.Duration(0),
 		"audit.logFile.path":         "",
 		"audit.logFile.pollInterval": time.Second,
 		"audit.statsInterval":        time.Minute,

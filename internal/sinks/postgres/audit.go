@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
+	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
 // AuditStore keeps the audit events the receiver accepts (internal/audit) in the schema's
@@ -181,4 +182,49 @@ func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (JoinStats,
 		st.LastReceived = *last
 	}
 	return st, nil
+}
+
+// ExactActors returns the actors of b's changes that audit events name exactly (the
+// response's resourceVersion on the key, or a delete's uid: the exact branch of the view
+// change_actors), one entry per change, nil where none is stored yet. For the sinks that
+// write the actor as they write a change (Kafka, stdout); the view also joins nearest.
+func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*Actor, error) {
+	n := len(b.Changes)
+	ns, names, uids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	rvs, inferred := make([]int64, n), make([]bool, n)
+	for i, c := range b.Changes {
+		ns[i], names[i], uids[i], ops[i] = c.Key.Namespace, c.Key.Name, c.UID, string(c.Op)
+		rvs[i], inferred[i] = int64(c.RV), c.Inferred
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`
+		SELECT k.i, e.username, coalesce(e.impersonator, ''), e.user_agent, e.audit_id, e.verb, e.subresource
+		  FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::bool[])
+		       WITH ORDINALITY AS k(namespace, name, uid, rv, op, inferred, i)
+		 CROSS JOIN LATERAL (
+		       SELECT e.* FROM %s.audit_events e
+		        WHERE e.cluster = $1 AND e.api_group = $2 AND e.resource = $3 AND e.namespace = k.namespace
+		          AND ((e.name = k.name AND e.response_rv = k.rv AND NOT k.inferred)
+		            OR (k.op = 'delete' AND e.name = k.name AND e.verb = 'delete' AND e.response_rv IS NULL
+		                AND e.response_uid = k.uid AND k.uid <> '')
+		            OR (k.op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND k.uid = ANY (e.deleted_uids)))
+		        ORDER BY e.request_at, e.audit_id
+		        LIMIT 1) e`, s.schema),
+		s.cluster, b.Resource.Group, b.Resource.Resource, ns, names, uids, rvs, ops, inferred)
+	if err != nil {
+		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+	}
+	out := make([]*Actor, n)
+	for rows.Next() {
+		var i int64
+		a := &Actor{Match: "exact"}
+		if err := rows.Scan(&i, &a.Username, &a.Impersonator, &a.UserAgent, &a.AuditID, &a.Verb, &a.Subresource); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+		}
+		out[i-1] = a
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+	}
+	return out, nil
 }
