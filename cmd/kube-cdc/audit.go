@@ -30,7 +30,7 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 	var token string
 	if w.TokenFile != "" {
 		if token, err = audit.TokenFromFile(w.TokenFile); err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("audit.webhook.tokenFile: %w", err)
 		}
 	}
 	store, err := postgres.NewAuditStore(ctx, cfg.Cluster, *sc.Postgres)
@@ -45,7 +45,7 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 		ln, err := r.Listen(ctx)
 		if err != nil {
 			store.Close()
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("audit.webhook (tlsCertFile, tlsKeyFile, clientCAFile, listen): %w", err)
 		}
 		runs = append(runs, func(ctx context.Context) error { return r.Serve(ctx, ln) })
 	}

@@ -21,13 +21,13 @@ func checkAudit(ctx context.Context, cfg *config.Config, t *table) {
 	if w.Listen != "" {
 		r := &audit.Receiver{CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile}
 		if _, err := r.TLSConfig(); err != nil {
-			t.result("audit receiver", err, "")
+			t.result("audit receiver", fmt.Errorf("audit.webhook (tlsCertFile, tlsKeyFile, clientCAFile): %w", err), "")
 			return
 		}
 	}
 	if w.TokenFile != "" {
 		if _, err := audit.TokenFromFile(w.TokenFile); err != nil {
-			t.result("audit receiver", err, "")
+			t.result("audit receiver", fmt.Errorf("audit.webhook.tokenFile: %w", err), "")
 			return
 		}
 	}

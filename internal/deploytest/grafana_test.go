@@ -31,6 +31,8 @@ func servedSeries(t *testing.T) map[string]bool {
 	m.Degraded("r", "", "forbidden", "x", time.Now())
 	m.AccessDenied("r", "", []string{"watch"}, "x", time.Now())
 	m.ConcurrentWriters("s", 0)
+	m.AuditRequest("stored", map[string]int{"kept": 1})
+	m.AuditJoin(map[string]int64{"exact": 1})
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	names := map[string]bool{}
