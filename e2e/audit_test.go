@@ -439,6 +439,14 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 		if code != 0 || !regexp.MustCompile(`audit receiver\s+ok\s+\d+ audit events in the last 5m0s; of \d+ changes \d+ joined exactly, \d+ nearest, 1 unmatched`).MatchString(out) {
 			t.Errorf("check: exit %d\n%s", code, out)
 		}
+		code, out = runCLI(t, "status", "-c", cfg)
+		if code != 0 || !regexp.MustCompile(`audit \(sink warehouse, last 5m0s\): \d+ events; of \d+ changes \d+ joined exactly, \d+ nearest, 1 without an actor`).MatchString(out) {
+			t.Errorf("status: exit %d\n%s", code, out)
+		}
+		code, out = runCLI(t, "status", "-c", cfg, "-o", "json")
+		if code != 0 || !strings.Contains(out, `"unmatchedChanges": 1`) {
+			t.Errorf("status -o json: exit %d\n%s", code, out)
+		}
 		broken := strings.Replace(readFile(t, cfg), certs.CertFile, certs.CAFile+".missing", 1)
 		code, out = runCLI(t, "check", "-c", writeConfig(t, broken))
 		if code == 0 || !strings.Contains(out, "tlsCertFile") {
