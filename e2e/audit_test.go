@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -799,5 +800,77 @@ func TestAuditEventsAreReadFromTheApiserversLogFileAcrossARestart(t *testing.T) 
 			return fmt.Errorf("position %d, file size %d", off, st.Size())
 		}
 		return nil
+	})
+}
+
+func TestKafkaRecordsCarryTheirActorAndTheActorsTopicHasEveryEvent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	k, addr, certs := auditedPlane(t, 0)
+	broker := testenv.NewKafka(t)
+	dsn := pg.NewDatabase(t)
+	ns := namespace(t, "kafka")
+	cfg := writeConfig(t, fmt.Sprintf(`cluster: e2e
+kubernetes:
+  kubeconfig: %q
+resources:
+  - {name: configmaps, namespaces: [%s]}
+sinks:
+  - name: warehouse
+    type: postgres
+    postgres: {dsn: %q}
+  - name: stream
+    type: kafka
+    kafka: {brokers: [%q], createTopics: true, partitions: 1}
+    checkpoint: {type: file, path: %q}
+metrics:
+  address: ""
+%s  wait: 10s
+`, k.Kubeconfig, ns, dsn, broker.Addr(), filepath.Join(t.TempDir(), "state.db"), auditConfig(t, addr, certs)))
+	start(t, "run", "-c", cfg)
+	conn := connect(t, dsn)
+	waitAuditSynced(t, conn, 1) // the PostgreSQL sink's; the Kafka sink's are in its file
+	devA := userClient(t, k, testenv.TokenUsers[0], nil).CoreV1().ConfigMaps(ns)
+	cm, err := devA.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ns + "/x"
+	eventually(t, 60*time.Second, func() error {
+		msgs, err := broker.ReadAll(ctx, "kube.e2e.actors")
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			var a struct {
+				User string `json:"user"`
+				RV   string `json:"resourceVersion"`
+				Verb string `json:"verb"`
+			}
+			if string(m.Key) == key && json.Unmarshal(m.Value, &a) == nil && a.User == testenv.TokenUsers[0] && a.RV == cm.ResourceVersion && a.Verb == "create" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no actor record of %s at RV %s among %d", key, cm.ResourceVersion, len(msgs))
+	})
+	eventually(t, 60*time.Second, func() error {
+		msgs, err := broker.ReadAll(ctx, "kube.e2e.core.configmaps")
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			var env struct {
+				Source struct {
+					Name, ResourceVersion, User string
+				} `json:"source"`
+			}
+			if m.Value != nil && json.Unmarshal(m.Value, &env) == nil && env.Source.Name == "x" && env.Source.ResourceVersion == cm.ResourceVersion {
+				if env.Source.User != testenv.TokenUsers[0] {
+					return fmt.Errorf("x's record names user %q: %s", env.Source.User, m.Value)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no record of x yet")
 	})
 }

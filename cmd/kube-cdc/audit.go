@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -13,6 +14,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
@@ -38,10 +40,20 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 		return nil, nil, fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
 	log = log.With("component", "audit")
+	var stores auditStores = pgAuditStore{store}
+	if ks, ok := firstKafkaSink(cfg); ok {
+		aw, err := kafka.NewActorsWriter(cfg.Cluster, cfg.Audit.ActorsTopic, *ks.Kafka)
+		if err != nil {
+			store.Close()
+			return nil, nil, fmt.Errorf("sink %s: the actors topic: %w", ks.Name, err)
+		}
+		stores = withActorsTopic{pg: store, topic: aw}
+		log.Info("writing audit events to the actors topic too", "sink", ks.Name, "topic", aw.Topic())
+	}
 	var runs []func(context.Context) error
 	if w.Listen != "" {
 		r := &audit.Receiver{Addr: w.Listen, CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile,
-			Token: token, Store: store, Log: log, Observer: m}
+			Token: token, Store: stores, Log: log, Observer: m}
 		ln, err := r.Listen(ctx)
 		if err != nil {
 			store.Close()
@@ -50,7 +62,7 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 		runs = append(runs, func(ctx context.Context) error { return r.Serve(ctx, ln) })
 	}
 	if path := cfg.Audit.LogFile.Path; path != "" {
-		f := &audit.LogFile{Path: path, Store: store.ForReader(cfg.LeaderElection.Identity), Poll: cfg.Audit.LogFile.PollInterval,
+		f := &audit.LogFile{Path: path, Store: stores.forReader(cfg.LeaderElection.Identity), Poll: cfg.Audit.LogFile.PollInterval,
 			Log: log, Observer: m}
 		runs = append(runs, f.Run)
 	}
@@ -123,4 +135,75 @@ func countJoin(ctx context.Context, store *postgres.AuditStore, interval, window
 		case <-t.C:
 		}
 	}
+}
+
+// auditStores is where the audit inputs store events: PostgreSQL, and the actors topic
+// when a Kafka sink is configured.
+type auditStores interface {
+	audit.Store
+	forReader(identity string) audit.PositionStore
+}
+
+type pgAuditStore struct{ *postgres.AuditStore }
+
+func (s pgAuditStore) forReader(id string) audit.PositionStore { return s.ForReader(id) }
+
+// withActorsTopic writes the events to the actors topic, then to PostgreSQL: a batch
+// answered (or a log position stored) is in both; one that failed is sent again, and
+// the topic may then hold an event twice (the same auditID).
+type withActorsTopic struct {
+	pg     *postgres.AuditStore
+	topic  *kafka.ActorsWriter
+	reader string
+}
+
+func (s withActorsTopic) Store(ctx context.Context, events []audit.Event) error {
+	if err := s.topic.Write(ctx, actorRecords(events)); err != nil {
+		return err
+	}
+	return s.pg.Store(ctx, events)
+}
+
+func (s withActorsTopic) forReader(id string) audit.PositionStore {
+	s.reader = id
+	return s
+}
+
+func (s withActorsTopic) Position(ctx context.Context, path string) (audit.Position, error) {
+	return s.pg.ForReader(s.reader).Position(ctx, path)
+}
+
+func (s withActorsTopic) StoreAt(ctx context.Context, events []audit.Event, path string, pos audit.Position) error {
+	if err := s.topic.Write(ctx, actorRecords(events)); err != nil {
+		return err
+	}
+	return s.pg.ForReader(s.reader).StoreAt(ctx, events, path, pos)
+}
+
+func actorRecords(events []audit.Event) []kafka.Actor {
+	out := make([]kafka.Actor, len(events))
+	for i, e := range events {
+		uid := e.ResponseUID
+		if uid == "" {
+			uid = e.ObjectUID
+		}
+		rv := ""
+		if e.ResponseRV > 0 {
+			rv = strconv.FormatUint(e.ResponseRV, 10)
+		}
+		out[i] = kafka.Actor{Group: e.Group, Resource: e.Resource, Subresource: e.Subresource, Namespace: e.Namespace,
+			Name: e.Name, Verb: e.Verb, UID: uid, RV: rv, DeletedUIDs: e.DeletedUIDs, User: e.Username,
+			Impersonator: e.Impersonator, UserAgent: e.UserAgent, AuditID: e.AuditID,
+			Requested: e.RequestReceived, Completed: e.StageTimestamp}
+	}
+	return out
+}
+
+func firstKafkaSink(cfg *config.Config) (config.Sink, bool) {
+	for _, s := range cfg.Sinks {
+		if s.Type == config.SinkKafka {
+			return s, true
+		}
+	}
+	return config.Sink{}, false
 }

@@ -10,6 +10,11 @@ type Audit struct {
 	// Sink is the PostgreSQL sink whose database stores the events. Default "": the first
 	// PostgreSQL sink.
 	Sink string `koanf:"sink"`
+	// ActorsTopic is the Kafka topic (of the first Kafka sink's brokers) the audit inputs
+	// also write every stored event to, keyed like the data topics, so a Kafka consumer
+	// can join actors that arrive after their records. {cluster} is expanded. Written
+	// whenever a Kafka sink is configured. Default kafka.DefaultActorsTopic.
+	ActorsTopic string `koanf:"actorsTopic"`
 	// Wait is how long the stdout and Kafka sinks wait, per batch, for the actors of its
 	// changes whose audit events have not arrived yet, so that their records carry
 	// source.user (the Kafka and stdout sinks). Default 0: the actors stored by then, no waiting (PostgreSQL joins

@@ -60,7 +60,8 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 		Log:        Log{Level: "info", Format: "text", ProgressInterval: 5 * time.Second},
 		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
-		Audit: Audit{StatsInterval: time.Minute, StatsWindow: 5 * time.Minute, LogFile: AuditLogFile{PollInterval: time.Second}},
+		Audit: Audit{StatsInterval: time.Minute, StatsWindow: 5 * time.Minute, LogFile: AuditLogFile{PollInterval: time.Second},
+			ActorsTopic: "kube.{cluster}.actors"},
 	}
 	got := *c
 	got.Resources, got.Sinks = nil, nil

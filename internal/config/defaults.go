@@ -60,6 +60,7 @@ func defaults() map[string]any {
 		"audit.webhook.tokenFile":    "",
 		"audit.sink":                 "",
 		"audit.wait":                 time.Duration(0),
+		"audit.actorsTopic":          kafka.DefaultActorsTopic,
 		"audit.logFile.path":         "",
 		"audit.logFile.pollInterval": time.Second,
 		"audit.statsInterval":        time.Minute,
