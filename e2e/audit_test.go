@@ -190,6 +190,7 @@ func waitActors(t *testing.T, conn *pgx.Conn, ns string, wants []want) []actorRo
 }
 
 func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
+	t.Parallel() // on a control plane of its own; see main_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	k, addr, certs := auditedPlane(t, 0)
@@ -681,6 +682,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestAuditEventsSentWhileTheReceiverWasDownAreJoinedOnceItIsBack(t *testing.T) {
+	t.Parallel() // on a control plane of its own; see main_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The apiserver retries a failed batch 4 times, 3 s, 4.5 s, 6.75 s and 10 s apart
@@ -751,6 +753,7 @@ func waitAuditSynced(t *testing.T, conn *pgx.Conn, n int) {
 }
 
 func TestAuditEventsAreReadFromTheApiserversLogFileAcrossARestart(t *testing.T) {
+	t.Parallel() // on a control plane of its own; see main_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	logPath := filepath.Join(t.TempDir(), "audit.log")
@@ -804,6 +807,7 @@ func TestAuditEventsAreReadFromTheApiserversLogFileAcrossARestart(t *testing.T) 
 }
 
 func TestKafkaRecordsCarryTheirActorAndTheActorsTopicHasEveryEvent(t *testing.T) {
+	t.Parallel() // on a control plane of its own; see main_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	k, addr, certs := auditedPlane(t, 0)
