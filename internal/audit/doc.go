@@ -16,4 +16,9 @@
 // else refused with 401. It answers 2xx only once Store has made the batch durable, so
 // the apiserver re-sends what was not acknowledged; a Store keyed by audit ID makes
 // re-sent events harmless. It runs on every replica, leader or standby.
+//
+// LogFile reads the same events from an apiserver audit log file (JSON lines), follows it
+// across rotation (a rename: the renamed file, found by its inode, is read to its end;
+// a truncation: read from the start) and stores each batch of lines together with the
+// position after them (PositionStore), so a restart resumes after the last line stored.
 package audit
