@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -457,8 +459,7 @@ func TestAuditActorsNameWhoMadeEachChange(t *testing.T) {
 	})
 
 	t.Run("no value of the Secret in the database or the logs", func(t *testing.T) {
-		needles := []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue)),
-			base64.StdEncoding.EncodeToString([]byte(secretValue + "-v1"))}
+		needles := secretNeedles(secretValue, secretValue+"-v1")
 		rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'kube_cdc'`)
 		if err != nil {
 			t.Fatal(err)
@@ -839,6 +840,11 @@ metrics:
 	if err != nil {
 		t.Fatal(err)
 	}
+	const secretValue = "kafka-e2e-audit-secret-value"
+	if _, err := userClient(t, k, testenv.TokenUsers[1], nil).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": secretValue}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	key := ns + "/x"
 	eventually(t, 60*time.Second, func() error {
 		msgs, err := broker.ReadAll(ctx, "kube.e2e.actors")
@@ -877,4 +883,42 @@ metrics:
 		}
 		return fmt.Errorf("no record of x yet")
 	})
+	// The Secret's write is in the actors topic (its event), its value nowhere.
+	eventually(t, 60*time.Second, func() error {
+		msgs, err := broker.ReadAll(ctx, "kube.e2e.actors")
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if string(m.Key) == ns+"/creds" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no actor record of the Secret yet")
+	})
+	for _, topic := range []string{"kube.e2e.actors", "kube.e2e.core.secrets", "kube.e2e.core.configmaps"} {
+		msgs, err := broker.ReadAll(ctx, topic)
+		if err != nil {
+			continue // a topic never written
+		}
+		for _, m := range msgs {
+			for _, n := range secretNeedles(secretValue) {
+				if strings.Contains(string(m.Value), n) || strings.Contains(string(m.Key), n) {
+					t.Errorf("topic %s holds %q", topic, n)
+				}
+			}
+		}
+	}
+}
+
+// secretNeedles are what must never be stored or logged of a Secret's values: each value,
+// its base64 and its unkeyed SHA-256 digests (hex and base64).
+func secretNeedles(values ...string) []string {
+	var out []string
+	for _, v := range values {
+		sum := sha256.Sum256([]byte(v))
+		out = append(out, v, base64.StdEncoding.EncodeToString([]byte(v)), hex.EncodeToString(sum[:]),
+			base64.StdEncoding.EncodeToString(sum[:]))
+	}
+	return out
 }
