@@ -922,3 +922,67 @@ func secretNeedles(values ...string) []string {
 	}
 	return out
 }
+
+// Cluster mode: the Deployment controller's own changes to the ReplicaSets it manages are
+// joined to it (its ServiceAccount), the Deployment's to the user who made it.
+func TestAControllersChangesAreJoinedToTheController(t *testing.T) {
+	t.Parallel() // on a control plane of its own; see main_test.go
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	certs, err := testenv.NewAuditTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testenv.NewCluster(t, testenv.ClusterOptions{ServiceAccountCredentials: true, Kube: testenv.KubeOptions{Audit: &testenv.AuditOptions{
+		Policy: "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: None\n  users: [admin]\n" +
+			"- level: RequestResponse\n  resources: [{group: apps, resources: [deployments, replicasets, replicasets/status]}]\n" +
+			"  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n",
+		Webhook: &testenv.AuditWebhook{URL: "https://" + addr + "/audit", CAPEM: certs.CAPEM,
+			ClientCertPEM: certs.ClientCertPEM, ClientKeyPEM: certs.ClientKeyPEM},
+	}}})
+	planes.Store(t.Name(), c.Kube)
+	t.Cleanup(func() { planes.Delete(t.Name()) })
+	dsn := pg.NewDatabase(t)
+	ns := namespace(t, "ctl")
+	cfg := pgConfig(t, dsn, "  - {name: deployments.apps, namespaces: ["+ns+"]}\n  - {name: replicasets.apps, namespaces: ["+ns+"]}",
+		auditConfig(t, addr, certs))
+	start(t, "run", "-c", cfg)
+	conn := connect(t, dsn)
+	waitAuditSynced(t, conn, 2)
+	devA := userClient(t, c.Kube, testenv.TokenUsers[0], nil)
+	d := testenv.Deployment(ns, "web", 1, "web:1")
+	if _, err := devA.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const controller = "system:serviceaccount:kube-system:deployment-controller"
+	eventually(t, 120*time.Second, func() error {
+		rows := actorRows(t, conn, ns)
+		var rsCreate, depCreate bool
+		for _, r := range rows {
+			if r.resource == "replicasets" && r.op == "create" {
+				if r.user != controller || r.match != "exact" {
+					return fmt.Errorf("the ReplicaSet's create: %s", r)
+				}
+				rsCreate = true
+			}
+			if r.resource == "deployments" && r.op == "create" {
+				if r.user != testenv.TokenUsers[0] || r.match != "exact" {
+					return fmt.Errorf("the Deployment's create: %s", r)
+				}
+				depCreate = true
+			}
+			if r.resource == "deployments" && r.op == "update" && r.user != "" && r.user != controller {
+				return fmt.Errorf("a Deployment status update by %s", r)
+			}
+		}
+		if !rsCreate || !depCreate {
+			return fmt.Errorf("rows %v", rows)
+		}
+		return nil
+	})
+}
