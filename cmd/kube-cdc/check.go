@@ -117,4 +117,5 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 			checkDeadLetters(ctx, cfg, sc, served, t)
 		}
 	}
+	checkAudit(ctx, cfg, t)
 }

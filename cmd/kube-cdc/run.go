@@ -19,6 +19,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
@@ -151,8 +152,19 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 			return ui.Serve(gctx, cfg.UI.Address, h, func(bound string) { log.Info("serving the web UI", "url", "http://"+bound+"/") })
 		})
 	}
+	// The audit inputs run whether this process leads or stands by (audit.go).
+	var actors envelope.Actors
+	if cfg.Audit.Webhook.Listen != "" || cfg.Audit.LogFile.Path != "" {
+		receive, store, err := auditInputs(ctx, cfg, log, m)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		actors = &actorLookup{store: store, wait: cfg.Audit.Wait}
+		g.Go(func() error { return receive(gctx) })
+	}
 	stream := func(gctx context.Context) error {
-		sinks, closeSinks, err := openSinks(gctx, cfg, log, m)
+		sinks, closeSinks, err := openSinks(gctx, cfg, log, m, actors)
 		if err != nil {
 			return err
 		}

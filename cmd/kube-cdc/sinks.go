@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
@@ -16,7 +17,10 @@ import (
 // openSinks opens every configured sink with its checkpoint store. On error, the sinks
 // opened so far are closed. m (nil: no metrics) receives what a sink measures itself,
 // such as the PostgreSQL and Kafka sinks' quarantined changes.
-func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) ([]pipeline.Sink, func(), error) {
+//
+// actors (nil: none) gives the sinks that write who made a change as they write it
+// (stdout, Kafka) the actors known by then (audit.go).
+func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics, actors envelope.Actors) ([]pipeline.Sink, func(), error) {
 	var sinks []pipeline.Sink
 	closeAll := func() {
 		for _, s := range sinks {
@@ -26,7 +30,7 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *met
 		}
 	}
 	for _, sc := range cfg.Sinks {
-		s, err := openSink(ctx, cfg, sc, log)
+		s, err := openSinkWith(ctx, cfg, sc, log, actors)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -47,6 +51,13 @@ type measuredSink interface {
 }
 
 func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (pipeline.Sink, error) {
+	return openSinkWith(ctx, cfg, sc, log, nil)
+}
+
+// actorsSetter is the Kafka sink's way of taking the actors after it is open.
+type actorsSetter interface{ SetActors(envelope.Actors) }
+
+func openSinkWith(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger, actors envelope.Actors) (pipeline.Sink, error) {
 	switch sc.Type {
 	case config.SinkPostgres:
 		return postgres.New(ctx, sc.Name, cfg.Cluster, *sc.Postgres, log)
@@ -55,13 +66,17 @@ func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog
 		if err != nil {
 			return nil, err
 		}
-		opts := stdout.Options{Cluster: cfg.Cluster}
+		opts := stdout.Options{Cluster: cfg.Cluster, Actors: actors}
 		if sc.Stdout != nil {
 			opts.ResolvedInterval = sc.Stdout.ResolvedInterval
 		}
 		return stdout.New(sc.Name, os.Stdout, store, opts), nil
 	case config.SinkKafka:
-		return openKafka(ctx, cfg, sc, log)
+		s, err := openKafka(ctx, cfg, sc, log)
+		if err == nil && actors != nil {
+			s.(actorsSetter).SetActors(actors)
+		}
+		return s, err
 	}
 	return nil, fmt.Errorf("sinks: %s: unknown type %q", sc.Name, sc.Type)
 }

@@ -35,6 +35,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
@@ -67,8 +70,28 @@ func run(bin string) (err error) {
 			fmt.Println("\nstopped.")
 		}
 	}()
-	fmt.Println("starting a cluster (etcd, kube-apiserver, controller-manager, scheduler, KWOK) and PostgreSQL on loopback…")
-	kube, err := testenv.StartCluster(ctx, testenv.ClusterOptions{})
+	dir, err := os.MkdirTemp("", "kube-cdc-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// The apiserver sends its audit events to kube-cdc's receiver (webhook backend, batch
+	// mode), which names who made each change (docs/operations.md, "Who made a change").
+	auditPort, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	auditAddr := fmt.Sprintf("127.0.0.1:%d", auditPort)
+	certs, err := testenv.NewAuditTLS(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Println("starting a cluster (etcd, kube-apiserver auditing to kube-cdc, controller-manager, scheduler, KWOK) and PostgreSQL on loopback…")
+	kube, err := testenv.StartCluster(ctx, testenv.ClusterOptions{Kube: testenv.KubeOptions{Audit: &testenv.AuditOptions{
+		Policy: auditPolicy,
+		Webhook: &testenv.AuditWebhook{URL: "https://" + auditAddr + "/audit", CAPEM: certs.CAPEM,
+			ClientCertPEM: certs.ClientCertPEM, ClientKeyPEM: certs.ClientKeyPEM, BatchMaxWait: time.Second},
+	}}})
 	if err != nil {
 		return err
 	}
@@ -80,11 +103,6 @@ func run(bin string) (err error) {
 	defer pg.Stop()
 	dsn := pg.AdminDSN()
 
-	dir, err := os.MkdirTemp("", "kube-cdc-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	port, err := testenv.FreePort()
 	if err != nil {
 		return err
@@ -118,7 +136,13 @@ metrics:
   address: %q
 ui:
   address: %q
-`, kube.Kubeconfig, dsn, metricsAddr, uiAddr)), 0o600); err != nil {
+audit:
+  webhook:
+    listen: %q
+    tlsCertFile: %q
+    tlsKeyFile: %q
+    clientCAFile: %q
+`, kube.Kubeconfig, dsn, metricsAddr, uiAddr, auditAddr, certs.CertFile, certs.KeyFile, certs.CAFile)), 0o600); err != nil {
 		return err
 	}
 
@@ -145,6 +169,12 @@ ui:
 		return err
 	}
 	if err := waitForChanges(ctx, dsn, w.observed); err != nil {
+		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
+	}
+	// Their actors arrive with the apiserver's next audit batch (up to a second later).
+	if err := waitForCount(ctx, dsn, 2, "the actors of checkout-config's updates",
+		`SELECT count(*) FROM kube_cdc.changes c JOIN kube_cdc.change_actors a ON a.change_id = c.id
+		  WHERE c.namespace = 'shop' AND c.name = 'checkout-config'`); err != nil {
 		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
 	}
 	fmt.Println("rolling the Deployment web out to web:2 and scaling it to 4 pods…")
@@ -261,6 +291,24 @@ func (k *kubeCDC) waitReady(ctx context.Context, url string) error {
 	}
 }
 
+// auditPolicy audits the writes of the streamed resources with their bodies (the join
+// with the changes is then exact) and nothing else; the demo's own setup (the admin) is
+// not audited, so its changes show their field manager only.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  users: [admin]
+- level: RequestResponse
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - {group: "", resources: [namespaces, configmaps, services, nodes, pods]}
+  - {group: apps, resources: [deployments, deployments/scale, replicasets]}
+  - {group: demo.kube-cdc.io, resources: [widgets]}
+- level: None
+`
+
 var widgetsGVR = schema.GroupVersionResource{Group: "demo.kube-cdc.io", Version: "v1", Resource: "widgets"}
 
 // workload is the demo's objects in namespace shop.
@@ -324,13 +372,34 @@ func (w *workload) before(ctx context.Context) error {
 // after changes the workload while kube-cdc watches: a create, two updates of one
 // ConfigMap (its history), an update of a Widget by another field manager, deletes.
 func (w *workload) after(ctx context.Context) error {
-	cms := w.kube.Clientset().CoreV1().ConfigMaps("shop")
+	// Made by people the apiserver knows (static tokens), so history says who.
+	as := func(user string) (corev1client.ConfigMapInterface, error) {
+		cfg, err := w.kube.TokenUser(ctx, user)
+		if err != nil {
+			return nil, err
+		}
+		cfg = rest.CopyConfig(cfg)
+		cfg.UserAgent = "kubectl/v1.36.5 (demo)"
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return cs.CoreV1().ConfigMaps("shop"), nil
+	}
+	cms, err := as(testenv.TokenUsers[0])
+	if err != nil {
+		return err
+	}
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "promo-config", Namespace: "shop"},
 		Data: map[string]string{"discount": "10%"}}, metav1.CreateOptions{FieldManager: "shop-deployer"}); err != nil {
 		return err
 	}
 	w.observed++
-	for _, edit := range []struct{ key, value string }{{"replicas", "3"}, {"timeout", "30s"}} {
+	for i, edit := range []struct{ key, value string }{{"replicas", "3"}, {"timeout", "30s"}} {
+		cms, err := as(testenv.TokenUsers[1+i])
+		if err != nil {
+			return err
+		}
 		cm, err := cms.Get(ctx, "checkout-config", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -353,7 +422,7 @@ func (w *workload) after(ctx context.Context) error {
 		return err
 	}
 	w.observed++
-	if err := cms.Delete(ctx, "search-config", metav1.DeleteOptions{}); err != nil {
+	if err := cms.Delete(ctx, "search-config", metav1.DeleteOptions{}); err != nil { // by dev-a
 		return err
 	}
 	w.observed++

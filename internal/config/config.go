@@ -24,6 +24,7 @@ type Config struct {
 	Log            Log            `koanf:"log"`
 	LeaderElection LeaderElection `koanf:"leaderElection"`
 	UI             UI             `koanf:"ui"`
+	Audit          Audit          `koanf:"audit"` // the audit receiver (audit.go); off by default
 
 	// origins says which layer set a key outside the lists, by its path
 	// ("transforms.digestKey"): the file's name or an environment variable's. Load fills

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -60,6 +61,8 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 		Log:        Log{Level: "info", Format: "text", ProgressInterval: 5 * time.Second},
 		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		Audit: Audit{StatsInterval: time.Minute, StatsWindow: 5 * time.Minute, LogFile: AuditLogFile{PollInterval: time.Second},
+			ActorsTopic: "kube.{cluster}.actors"},
 	}
 	got := *c
 	got.Resources, got.Sinks = nil, nil
@@ -589,5 +592,39 @@ resources:
 		if _, err := load(t, tt.yaml); err == nil || !strings.Contains(err.Error(), tt.key) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error naming %s with %q", tt.yaml, err, tt.key, tt.want)
 		}
+	}
+}
+
+func TestTheAuditReceiverNeedsTLSAnAuthenticationAndAPostgresSink(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "x.pem")
+	if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pg := "sinks: [{name: warehouse, type: postgres, postgres: {dsn: 'postgres://x@localhost/db'}}]\n"
+	for _, tc := range []struct{ yaml, key string }{
+		{pg + "audit: {webhook: {listen: ':8443'}}", "audit.webhook.tlsCertFile"},
+		{pg + "audit: {webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + "}}", "audit.webhook.clientCAFile"},
+		{pg + "audit: {webhook: {listen: 'nohost', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.webhook.listen"},
+		{"audit: {webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.sink"},
+		{pg + "audit: {sink: other, webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.sink"},
+	} {
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(LoadOptions{File: path, Environ: []string{}})
+		var e *Error
+		if !errors.As(err, &e) || e.Key != tc.key {
+			t.Errorf("%s\n  error %v, want one about %s", tc.yaml, err, tc.key)
+		}
+	}
+	path := filepath.Join(dir, "ok.yaml")
+	ok := pg + "audit: {webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", clientCAFile: " + f + "}}"
+	if err := os.WriteFile(path, []byte(ok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(LoadOptions{File: path, Environ: []string{}}); err != nil {
+		t.Errorf("a complete receiver config: %v", err)
 	}
 }

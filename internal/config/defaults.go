@@ -51,6 +51,20 @@ func defaults() map[string]any {
 
 		// The access check asks whether each streamed resource may still be read.
 		"kubernetes.accessCheckInterval": time.Minute,
+
+		// The audit receiver (audit.go): off until audit.webhook.listen is set.
+		"audit.webhook.listen":       "",
+		"audit.webhook.tlsCertFile":  "",
+		"audit.webhook.tlsKeyFile":   "",
+		"audit.webhook.clientCAFile": "",
+		"audit.webhook.tokenFile":    "",
+		"audit.sink":                 "",
+		"audit.wait":                 time.Duration(0),
+		"audit.actorsTopic":          kafka.DefaultActorsTopic,
+		"audit.logFile.path":         "",
+		"audit.logFile.pollInterval": time.Second,
+		"audit.statsInterval":        time.Minute,
+		"audit.statsWindow":          5 * time.Minute,
 	}
 }
 

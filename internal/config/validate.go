@@ -23,6 +23,7 @@ func (c *Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateTop, c.validateKubernetes, c.validateResources, c.validateTransforms,
 		c.validatePipeline, c.validateSinks, c.validateLog, c.validateLeaderElection, c.validateUI,
+		c.validateAudit,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -87,6 +87,9 @@ func TestTheDemoShowsWatchedChangesAPodRolloutOnKWOKNodesAndCtrlCStopsEverything
 		`(?m)^\d+\s+widgets\s+shop\s+gear\s+delete\s+\d+\s+false\s+false\s`,
 		`(?m)^== kube-cdc history configmaps checkout-config -n shop ==$`,
 		`(?m)^\+\s+timeout: 30s$`, // the history's diff of the second update
+		// Who made them, from the apiserver's audit events (the receiver, migration 014).
+		`(?m)^#\d+\s+\S+\s+update\s+rv \d+\s+by dev-b@example\.com \(kubectl/v1\.36\.5\)\s+manager shop-deployer/Update$`,
+		`(?m)^#\d+\s+\S+\s+update\s+rv \d+\s+by dev-c@example\.com \(kubectl/v1\.36\.5\)\s+manager shop-deployer/Update$`,
 		`(?m)^warehouse\s+configmaps\s+all\s+[1-9]\d*\s`,
 		// A Deployment rolled out and scaled on KWOK's nodes: pods scheduled and Running,
 		// and the pods' versions as the watch saw them move from Pending to Running.

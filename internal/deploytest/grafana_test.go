@@ -32,6 +32,8 @@ func servedSeries(t *testing.T) map[string]bool {
 	m.AccessDenied("r", "", []string{"watch"}, "x", time.Now())
 	m.ConcurrentWriters("s", 0)
 	m.HistorySkipped("s", "r", 1)
+	m.AuditRequest("stored", map[string]int{"kept": 1})
+	m.AuditJoin(map[string]int64{"exact": 1})
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	names := map[string]bool{}

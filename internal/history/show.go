@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
@@ -26,8 +27,31 @@ type Entry struct {
 	// document, so the patches applied in order from {} rebuild every version. Null for an
 	// inferred delete, which carries no object (and changes nothing).
 	Patch []PatchOp `json:"patch"`
+	// Actor is who made the change, from the apiserver's audit events; absent when unknown.
+	Actor *Actor `json:"actor,omitempty"`
 
 	diff string // the text form's body
+}
+
+// Actor is the user behind a version (postgres.Actor) as -o json prints it.
+type Actor struct {
+	Username     string `json:"username"`
+	Impersonator string `json:"impersonator,omitempty"` // who impersonated username
+	UserAgent    string `json:"userAgent"`
+	Verb         string `json:"verb"`
+	Subresource  string `json:"subresource,omitempty"`
+	AuditID      string `json:"auditID"`
+	Match        string `json:"match"`              // exact or nearest
+	Distance     string `json:"distance,omitempty"` // a nearest match's distance in time ("120ms")
+}
+
+// client is a user agent's first word: "kubectl/v1.36.5" of
+// "kubectl/v1.36.5 (linux/amd64) kubernetes/0123abc".
+func client(userAgent string) string {
+	if c, _, ok := strings.Cut(userAgent, " "); ok {
+		return c
+	}
+	return userAgent
 }
 
 func (v Entry) Header() string {
@@ -38,7 +62,26 @@ func (v Entry) Header() string {
 	case v.Op == change.OpDelete:
 		h += "  observed"
 	}
-	if v.ChangedBy != "" {
+	switch a := v.Actor; {
+	case a != nil:
+		var about []string
+		if c := client(a.UserAgent); c != "" {
+			about = append(about, c)
+		}
+		if a.Impersonator != "" {
+			about = append(about, "impersonated by "+a.Impersonator)
+		}
+		h += "  by " + a.Username
+		if len(about) > 0 {
+			h += " (" + strings.Join(about, ", ") + ")"
+		}
+		if a.Match != "exact" {
+			h += "  " + a.Match + " ±" + a.Distance
+		}
+		if v.ChangedBy != "" {
+			h += "  manager " + v.ChangedBy
+		}
+	case v.ChangedBy != "":
 		h += "  by " + v.ChangedBy
 	}
 	if v.Snapshot {
@@ -63,6 +106,13 @@ func Show(versions []postgres.Version) ([]Entry, error) {
 	for _, v := range versions {
 		sv := Entry{ID: v.ID, ObservedAt: v.ObservedAt.UTC(), Op: v.Op, ResourceVersion: v.RV.String(), UID: v.UID,
 			ChangedBy: v.ChangedBy, Inferred: v.Inferred, Reason: v.Reason, Snapshot: v.Snapshot}
+		if a := v.Actor; a != nil {
+			sv.Actor = &Actor{Username: a.Username, Impersonator: a.Impersonator, UserAgent: a.UserAgent, Verb: a.Verb,
+				Subresource: a.Subresource, AuditID: a.AuditID, Match: a.Match}
+			if a.Match != "exact" {
+				sv.Actor.Distance = a.Distance.Round(time.Millisecond).String()
+			}
+		}
 		if v.Object == nil {
 			sv.diff = fmt.Sprintf("(no object: kube-cdc inferred this delete, reason %s; the last state it saw is the version before)\n", v.Reason)
 			out = append(out, sv)

@@ -63,3 +63,38 @@ func TestShownVersionsPrintAHeaderAndADiffEachAndTheirPatchesRebuildEveryVersion
 		}
 	}
 }
+
+func TestAVersionWithAnActorSaysWhoMadeItHowItWasJoinedAndTheFieldManager(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	obj := json.RawMessage(`{"metadata":{"name":"web"}}`)
+	shown, err := Show([]postgres.Version{
+		{ID: 1, ObservedAt: at, Op: change.OpCreate, RV: 11, ChangedBy: "kubectl-create/Update", Object: obj,
+			Actor: &postgres.Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5 (linux/amd64) kubernetes/0123abc", Match: "exact", AuditID: "a1", Verb: "create"}},
+		{ID: 2, ObservedAt: at, Op: change.OpUpdate, RV: 12, Object: obj, Previous: obj,
+			Actor: &postgres.Actor{Username: "system:serviceaccount:ci:deployer", Impersonator: "dev-b@example.com", UserAgent: "deployer/1.0",
+				Match: "nearest", Distance: 1234 * time.Millisecond, Verb: "patch"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := Print(&text, "t", shown, "text"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"create  rv 11  by dev-a@example.com (kubectl/v1.36.5)  manager kubectl-create/Update\n",
+		"update  rv 12  by system:serviceaccount:ci:deployer (deployer/1.0, impersonated by dev-b@example.com)  nearest ±1.234s\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text lacks %q:\n%s", want, text.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(&out, "t", shown, "json"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"actor": {`) || !strings.Contains(out.String(), `"match": "nearest"`) ||
+		!strings.Contains(out.String(), `"impersonator": "dev-b@example.com"`) {
+		t.Errorf("-o json lacks the actors:\n%s", out.String())
+	}
+}

@@ -49,6 +49,7 @@ type Metrics struct {
 	relistCauses  *prometheus.CounterVec
 	relistListed  *prometheus.GaugeVec
 	streamingG    prometheus.Gauge
+	audit         auditSeries // the audit receiver's (audit.go)
 
 	// historySkipped counts the versions a PostgreSQL sink left out of changes as noise
 	// (resources[].history.ignorePaths).
@@ -227,6 +228,7 @@ func New() *Metrics {
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.historySkipped, m.timeTravels,
 		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.relistCauses, m.relistListed, m.streamingG,
 	)
+	m.audit = newAuditSeries(m.reg)
 	return m
 }
 

@@ -55,6 +55,7 @@ func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targ
 		r.Sinks = append(r.Sinks, s)
 	}
 	r.Daemon = AskDaemon(ctx, cfg.Metrics.Address, scopes)
+	r.Audit = readAudit(ctx, cfg, time.Now())
 	return r, nil
 }
 

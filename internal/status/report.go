@@ -22,6 +22,8 @@ type Report struct {
 	// Daemon is what the running kube-cdc answers about the resources it does not stream
 	// now (its metrics endpoint's /resources).
 	Daemon Daemon `json:"daemon"`
+	// Audit is how the actor join went, when an audit input is configured (audit.go).
+	Audit *Audit `json:"audit,omitempty"`
 }
 
 // Sink is one configured sink.
@@ -275,6 +277,9 @@ func writeTable(out io.Writer, r *Report, now time.Time) {
 		fmt.Fprintln(out, line)
 	}
 	for _, line := range daemonLines(r.Daemon, now) {
+		fmt.Fprintln(out, line)
+	}
+	for _, line := range auditLines(r.Audit, now) {
 		fmt.Fprintln(out, line)
 	}
 }

@@ -8,6 +8,12 @@
 // (kube_workload.go: nodes, Deployments rolled out, scaled and deleted, a wait until the
 // cluster settles), for tests and benchmarks that need the changes a real cluster makes.
 //
+// Auditing (kube_audit.go): KubeOptions.Audit starts the apiserver with an audit policy and
+// the webhook backend in batch mode (a short batch wait, so tests see events quickly);
+// NewAuditTLS makes the receiver's serving and the apiserver's client certificates. Every
+// Kube knows three people by static tokens (TokenUsers, TokenUser), who may impersonate;
+// ClusterOptions.ServiceAccountCredentials runs each controller as its own ServiceAccount.
+//
 // Every server keeps its log in a file; on failure the tail is printed. A missing
 // prerequisite fails the test with a message saying how to get it: nothing is skipped.
 //

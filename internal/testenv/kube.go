@@ -27,6 +27,9 @@ type KubeOptions struct {
 	WatchCacheSizes []string
 	// FeatureGates is passed as --feature-gates, e.g. "WatchList=false". Empty: defaults.
 	FeatureGates string
+	// Audit starts the apiserver with an audit policy and, optionally, the audit webhook
+	// backend (kube_audit.go). Nil: no auditing.
+	Audit *AuditOptions
 	// ExtraArgs are appended to the kube-apiserver command line, after all the others.
 	ExtraArgs []string
 }

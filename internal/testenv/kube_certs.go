@@ -28,8 +28,9 @@ type kubeCredentials struct {
 	certFile   string // serving certificate, signed by the CA
 	keyFile    string
 	saKeyFile  string // service-account signing key (its public half verifies tokens)
-	tokenFile  string // static tokens: the admin only
+	tokenFile  string // static tokens: the admin and TokenUsers
 	adminToken string
+	userTokens map[string]string // TokenUsers' tokens, by user name
 }
 
 func writeKubeCredentials(dir string) (*kubeCredentials, error) {
@@ -109,6 +110,15 @@ func writeKubeCredentials(dir string) (*kubeCredentials, error) {
 	}
 	// token,user,uid,"group1,group2"
 	tokens := fmt.Sprintf("%s,admin,admin,\"system:masters\"\n", c.adminToken)
+	c.userTokens = map[string]string{}
+	for i, u := range TokenUsers {
+		tok, err := randomToken()
+		if err != nil {
+			return nil, err
+		}
+		c.userTokens[u] = tok
+		tokens += fmt.Sprintf("%s,%s,token-user-%d,\"%s\"\n", tok, u, i+1, TokenUsersGroup)
+	}
 	if err := os.WriteFile(c.tokenFile, []byte(tokens), 0o600); err != nil {
 		return nil, err
 	}

@@ -40,6 +40,10 @@ type ClusterOptions struct {
 	// send the apiserver (their client QPS; burst is twice it). Default 500: the
 	// components' own defaults (20–50/s) would take minutes to make thousands of pods.
 	APIQPS int
+	// ServiceAccountCredentials runs each controller of the controller-manager as its own
+	// ServiceAccount (system:serviceaccount:kube-system:deployment-controller, …), as a
+	// real cluster does, instead of as the admin: for tests that tell who made a change.
+	ServiceAccountCredentials bool
 }
 
 // Cluster is a Kube with a controller-manager (deployment, replicaset, statefulset,
@@ -113,7 +117,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		"--secure-port=0", // no serving: nothing scrapes it, and no port to find
 		"--service-account-private-key-file="+k.creds.saKeyFile,
 		"--root-ca-file="+caFile,
-		"--use-service-account-credentials=false",
+		"--use-service-account-credentials="+strconv.FormatBool(opts.ServiceAccountCredentials),
 		"--kube-api-qps="+qps, "--kube-api-burst="+burst,
 		// Pods of deleted nodes and finished objects go at once, not after the defaults'
 		// minutes, so tests that wait for the cluster to settle do not wait on them.

@@ -56,7 +56,7 @@ func (k *Kube) startAPIServerOnFreePort(ctx context.Context) error {
 	return k.startAPIServer(ctx)
 }
 
-func (k *Kube) apiserverArgs() []string {
+func (k *Kube) apiserverArgs() ([]string, error) {
 	args := []string{
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -89,11 +89,22 @@ func (k *Kube) apiserverArgs() []string {
 	if k.opts.FeatureGates != "" {
 		args = append(args, "--feature-gates="+k.opts.FeatureGates)
 	}
-	return append(args, k.opts.ExtraArgs...)
+	if k.opts.Audit != nil {
+		audit, err := auditArgs(k.Dir, k.opts.Audit)
+		if err != nil {
+			return nil, fmt.Errorf("write the audit configuration: %w", err)
+		}
+		args = append(args, audit...)
+	}
+	return append(args, k.opts.ExtraArgs...), nil
 }
 
 func (k *Kube) startAPIServer(ctx context.Context) error {
-	p, err := startKubeProc("kube-apiserver", k.LogPath(), k.apiBin, k.apiserverArgs()...)
+	args, err := k.apiserverArgs()
+	if err != nil {
+		return err
+	}
+	p, err := startKubeProc("kube-apiserver", k.LogPath(), k.apiBin, args...)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func expectEveryRecordOnceInKeyOrder(t *testing.T, k *testenv.Kafka, b change.Ba
 	t.Helper()
 	var want []kafka.Message
 	for i := range b.Changes {
-		want = appendMessages(want, "", &b.Changes[i])
+		want = appendMessages(want, "", &b.Changes[i], nil)
 	}
 	msgs, err := k.ReadAll(testCtx(t), TopicName(DefaultTopic, "prod", b.Resource))
 	if err != nil {

@@ -124,7 +124,7 @@ func (q *quarantine) add(m *kafka.Message, reason string) error {
 func stubRecord(m kafka.Message, c *change.Change, reason string) kafka.Message {
 	cc := *c
 	cc.Object = stubObject(c)
-	stub := appendMessages(make([]kafka.Message, 0, 2), m.Topic, &cc)[0]
+	stub := appendMessages(make([]kafka.Message, 0, 2), m.Topic, &cc, nil)[0]
 	if v := stub.Value; bytes.HasSuffix(v, []byte("}}")) { // the end of source and of the envelope
 		v = append(v[:len(v)-2], `,"quarantined":true,"quarantineReason":`...)
 		v = envelope.AppendString(v, reason)

@@ -188,7 +188,7 @@ func expectDeadLetters(t *testing.T, k *testenv.Kafka, b change.Batch, poison ma
 	for i := range b.Changes {
 		c := &b.Changes[i]
 		if id := c.Key.String() + "@" + c.RV.String(); poison[id] {
-			full[id] = appendMessages(nil, "", c)[0].Value
+			full[id] = appendMessages(nil, "", c, nil)[0].Value
 		}
 	}
 	dlq := DeadLetterTopicName("", DefaultTopic, "prod", b.Resource)

@@ -82,7 +82,9 @@ const envelopeOverhead = 384
 
 // appendMessages appends the records of one change: the envelope, and for a delete a
 // second record with the same key and a null value so compaction can drop the key.
-func appendMessages(dst []kafka.Message, topic string, c *change.Change) []kafka.Message {
+//
+// a, when not nil, is who made the change, written into the envelope's source.
+func appendMessages(dst []kafka.Message, topic string, c *change.Change, a *envelope.Actor) []kafka.Message {
 	key := []byte(c.Key.String())
 	op := envelope.OpCode(c)
 	headers := []kafka.Header{
@@ -99,7 +101,7 @@ func appendMessages(dst []kafka.Message, topic string, c *change.Change) []kafka
 		cc.Time = t // ts_ms equals the record time, the epoch
 		c = &cc
 	}
-	dst = append(dst, kafka.Message{Topic: topic, Key: key, Value: envelope.Append(make([]byte, 0, len(c.Object)+envelopeOverhead), c), Headers: headers, Time: t})
+	dst = append(dst, kafka.Message{Topic: topic, Key: key, Value: envelope.AppendWith(make([]byte, 0, len(c.Object)+envelopeOverhead), c, a), Headers: headers, Time: t})
 	if c.Op == change.OpDelete {
 		dst = append(dst, kafka.Message{Topic: topic, Key: key, Value: nil, Headers: headers, Time: t})
 	}

@@ -75,7 +75,7 @@ func TestTheRecordTimeAndTsMsAreTheChangesOwnTimeElseWhenItWasObserved(t *testin
 	} {
 		c := chg(deployments, "ns", "a", 1, change.OpDelete, `{}`)
 		c.Time, c.ObservedAt = tc.time, tc.seen
-		msgs := appendMessages(nil, "t", &c)
+		msgs := appendMessages(nil, "t", &c, nil)
 		var e decodedEnvelope
 		if err := json.Unmarshal(msgs[0].Value, &e); err != nil {
 			t.Fatal(err)

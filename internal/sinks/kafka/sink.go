@@ -13,6 +13,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/resolved"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/produce"
@@ -33,6 +34,7 @@ type Sink struct {
 	checkpoint.Keeper
 
 	name, cluster string
+	actors        envelope.Actors // SetActors; nil: records carry no actor
 	opts          Options
 	log           *slog.Logger
 	transport     *kafka.Transport
@@ -151,6 +153,11 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepa
 // A record too large for its topic (measured before the first send, or refused by the
 // broker) is quarantined in place (quarantine.go): its stub takes its place, so the
 // batch's order holds, and the record goes to the dead-letter topic before the commit.
+// SetActors makes the sink write who made each change into its record's source (user,
+// impersonator, userAgent, auditID) where a knows it when the batch is first written.
+// Call it before the first write.
+func (s *Sink) SetActors(a envelope.Actors) { s.actors = a }
+
 func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 	topic := TopicName(s.opts.Topic, s.cluster, b.Resource)
 	var msgs []kafka.Message
@@ -174,7 +181,14 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			go func() { intent <- s.Intend(ctx, b) }()
 		}
 		if !encoded {
-			msgs = encodeBatch(topic, b.Changes)
+			// The actors are looked up once, when the batch is first written (the lookup
+			// may wait for them, audit.wait): a re-emit after a restart may carry an
+			// actor the first emit did not.
+			var actors []*envelope.Actor
+			if s.actors != nil {
+				actors, _ = s.actors.Actors(ctx, b)
+			}
+			msgs = encodeBatch(topic, b.Changes, actors)
 			encoded = true
 		}
 		if intent != nil {
@@ -234,12 +248,18 @@ const intentAlongside = 64
 
 // encodeBatch returns the records of changes, each record of a change (not a tombstone)
 // carrying it as WriterData, should it be quarantined.
-func encodeBatch(topic string, changes []change.Change) []kafka.Message {
+//
+// actors (nil, or one entry per change, nil where unknown) are who made the changes.
+func encodeBatch(topic string, changes []change.Change, actors []*envelope.Actor) []kafka.Message {
 	msgs := make([]kafka.Message, 0, len(changes)+len(changes)/8)
 	for i := range changes {
 		c := &changes[i]
 		n := len(msgs)
-		msgs = appendMessages(msgs, topic, c)
+		var a *envelope.Actor
+		if i < len(actors) {
+			a = actors[i]
+		}
+		msgs = appendMessages(msgs, topic, c, a)
 		for j := n; j < len(msgs); j++ {
 			if msgs[j].Value != nil { // a tombstone has no smaller form
 				msgs[j].WriterData = c

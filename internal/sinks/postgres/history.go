@@ -33,6 +33,21 @@ type Version struct {
 	// none to compare with: the key's first row, the first row after a delete, the first
 	// row of a new uid (a recreated object starts afresh).
 	Previous json.RawMessage
+	// Actor is who made the change, from the apiserver's audit events (the view
+	// change_actors); nil when unknown, or when the schema predates 014_actors.
+	Actor *Actor
+}
+
+// Actor is the user behind a change, as the view change_actors joins it.
+type Actor struct {
+	Username     string
+	Impersonator string // who impersonated Username; "" when nobody did
+	UserAgent    string
+	Verb         string
+	Subresource  string
+	AuditID      string
+	Match        string        // "exact" or "nearest"
+	Distance     time.Duration // a nearest match's distance in time; 0 when exact
 }
 
 // HistoryQuery names one object and how far back to read.
@@ -52,7 +67,17 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 	if !q.Since.IsZero() {
 		since = &q.Since
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(historySQL, pgx.Identifier{s.opts.Schema}.Sanitize()),
+	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
+	var actors bool
+	if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", schema+".change_actors").Scan(&actors); err != nil {
+		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
+	}
+	actorJoin := "LEFT JOIN (SELECT NULL::bigint AS change_id, NULL AS username, NULL AS impersonator, NULL AS user_agent, " +
+		"NULL AS verb, NULL AS subresource, NULL AS audit_id, NULL AS match, NULL::interval AS distance) a ON false"
+	if actors {
+		actorJoin = "LEFT JOIN " + schema + ".change_actors a ON a.change_id = h.id"
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(historySQL, schema, actorJoin),
 		s.cluster, q.Group, q.Resource, q.Namespace, q.Name, since)
 	if err != nil {
 		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
@@ -60,9 +85,18 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 	versions, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Version, error) {
 		var v Version
 		var op string
+		var user, impersonator, agent, verb, sub, auditID, match *string
+		var distance *float64
 		err := row.Scan(&v.ID, &v.ObservedAt, &op, &v.RV, &v.UID, &v.ChangedBy, &v.Inferred, &v.Reason, &v.Snapshot,
-			&v.Object, &v.Previous)
+			&v.Object, &v.Previous, &user, &impersonator, &agent, &verb, &sub, &auditID, &match, &distance)
 		v.Op = change.Op(op)
+		if user != nil {
+			v.Actor = &Actor{Username: *user, Impersonator: deref(impersonator), UserAgent: deref(agent), Verb: deref(verb),
+				Subresource: deref(sub), AuditID: deref(auditID), Match: deref(match)}
+			if distance != nil {
+				v.Actor.Distance = time.Duration(*distance * float64(time.Second))
+			}
+		}
 		return v, err
 	})
 	if err != nil {
@@ -86,16 +120,18 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 // historySQL: $1 cluster, $2 group, $3 resource, $4 namespace, $5 name, $6 since (NULL:
 // all). The previous object is taken before the since filter, so the first version shown
 // still compares with its real predecessor. The changes_key index leads with the key.
-const historySQL = `SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, coalesce(reason, ''), snapshot,
-		object, previous
+const historySQL = `SELECT h.id, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, coalesce(h.reason, ''),
+		h.snapshot, h.object, h.previous, a.username, a.impersonator, a.user_agent, a.verb, a.subresource, a.audit_id, a.match,
+		extract(epoch FROM a.distance)::float8
 	  FROM (SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, reason, snapshot, object,
 	               CASE WHEN lag(op) OVER w <> 'delete' AND (lag(uid) OVER w = uid OR '' IN (uid, lag(uid) OVER w))
 	                    THEN lag(object) OVER w END AS previous
-	          FROM %s.changes
+	          FROM %[1]s.changes
 	         WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND namespace = $4 AND name = $5
 	        WINDOW w AS (ORDER BY id)) h
-	 WHERE $6::timestamptz IS NULL OR observed_at >= $6
-	 ORDER BY id`
+	  %[2]s
+	 WHERE $6::timestamptz IS NULL OR h.observed_at >= $6
+	 ORDER BY h.id`
 
 // RecordedResources returns every resource the schema keeps checkpoints of for the sink's
 // cluster (any sink), with the kind of one of its objects ("" when it has none), ordered
@@ -136,4 +172,11 @@ func (s *Sink) HistoryNamespaces(ctx context.Context, group, resource, name stri
 		return nil, fmt.Errorf("read the history: %w", classify(err, s.password))
 	}
 	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

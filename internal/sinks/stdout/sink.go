@@ -26,6 +26,7 @@ type Sink struct {
 
 	resolved     *resolved.Emitter // nil unless Options.ResolvedInterval is set
 	stopResolved func()
+	actors       envelope.Actors // Options.Actors
 }
 
 // Options configures the sink.
@@ -36,6 +37,9 @@ type Options struct {
 	// watermark moved since the last one (the `stdout.resolvedInterval` key). Default 0:
 	// none.
 	ResolvedInterval time.Duration
+	// Actors, when set, puts who made each change into its line's source (user,
+	// impersonator, userAgent, auditID) where it is known when the batch is printed.
+	Actors envelope.Actors
 }
 
 // Validate checks the options' configured keys. Its error reads "<key>: <reason>", the
@@ -58,7 +62,7 @@ func New(name string, w io.Writer, store checkpoint.Store, opts Options) *Sink {
 	if store == nil {
 		store = checkpoint.None{}
 	}
-	s := &Sink{name: name, w: w, Keeper: checkpoint.Keeper{SinkName: name, Store: store}}
+	s := &Sink{name: name, w: w, Keeper: checkpoint.Keeper{SinkName: name, Store: store}, actors: opts.Actors}
 	if opts.ResolvedInterval > 0 {
 		s.startResolved(opts)
 	}
@@ -102,14 +106,31 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepa
 // a second time; after a failed print it prints them again (at least once).
 func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 	var buf []byte
-	for i := range b.Changes {
-		buf = envelope.Append(buf, &b.Changes[i])
-		buf = append(buf, '\n')
+	encode := func(actors []*envelope.Actor) {
+		for i := range b.Changes {
+			var a *envelope.Actor
+			if i < len(actors) {
+				a = actors[i]
+			}
+			buf = envelope.AppendWith(buf, &b.Changes[i], a)
+			buf = append(buf, '\n')
+		}
 	}
-	printed := len(buf) == 0
+	encoded := s.actors == nil || len(b.Changes) == 0
+	if encoded {
+		encode(nil)
+	}
+	printed := len(b.Changes) == 0
 	return func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !encoded {
+			// The actors are looked up once, when the batch is first written (the lookup
+			// may wait for them); a failed lookup prints the lines without them.
+			actors, _ := s.actors.Actors(ctx, b)
+			encode(actors)
+			encoded = true
 		}
 		if !printed {
 			// A kill after the print and before the commit must not leave lines whose

@@ -43,6 +43,10 @@ kube-cdc.config is the config file: .Values.config with the keys the chart owns.
 {{- /* The Lease and the resnapshot signals ConfigMap (<name>-signals) live in the
 release's namespace, named like the release, with or without leader election. */ -}}
 {{- $_ := set $owned "leaderElection" (dict "enabled" (.Values.leaderElection.enabled | default false) "namespace" .Release.Namespace "name" (include "kube-cdc.fullname" .)) -}}
+{{- if .Values.audit.enabled -}}
+{{- /* The receiver's files are the audit Secret's, mounted at /etc/kube-cdc/audit. */ -}}
+{{- $_ := set $owned "audit" (dict "webhook" (dict "listen" (printf ":%v" .Values.audit.port) "tlsCertFile" "/etc/kube-cdc/audit/tls.crt" "tlsKeyFile" "/etc/kube-cdc/audit/tls.key" "tokenFile" "/etc/kube-cdc/audit/token")) -}}
+{{- end -}}
 {{- mustMergeOverwrite (deepCopy (default (dict) .Values.config)) $owned | toYaml -}}
 {{- end -}}
 

@@ -1,0 +1,24 @@
+// Package audit reads the apiserver's audit events (audit.k8s.io/v1) for the join that
+// names who made each change (docs/contract.md, "actor").
+//
+// Decode reads an EventList (the webhook backend's batch, or a log shipper's) and keeps
+// only the events that can have made a change: stage ResponseComplete, a write verb
+// (create, update, patch, delete, deletecollection), a 2xx response, not a dry run.
+// Refused writes (403, 409, …), dry runs and everything else are counted, never kept. Of a
+// kept event only what the join needs is extracted (Event): who (user, impersonation,
+// user agent, source IPs), what (verb, objectRef) and, from the response object, its
+// metadata.resourceVersion and uid (for deletecollection, the deleted items' uids).
+// Request and response bodies are read for that and dropped: never stored, never logged,
+// since Secrets travel in them at level RequestResponse.
+//
+// Receiver is the webhook backend's endpoint: HTTPS on its own address, callers
+// authenticated by a client certificate (of a configured CA) or a bearer token, anything
+// else refused with 401. It answers 2xx only once Store has made the batch durable, so
+// the apiserver re-sends what was not acknowledged; a Store keyed by audit ID makes
+// re-sent events harmless. It runs on every replica, leader or standby.
+//
+// LogFile reads the same events from an apiserver audit log file (JSON lines), follows it
+// across rotation (a rename: the renamed file, found by its inode, is read to its end;
+// a truncation: read from the start) and stores each batch of lines together with the
+// position after them (PositionStore), so a restart resumes after the last line stored.
+package audit

@@ -1,0 +1,223 @@
+package audit
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// Store makes a batch of events durable: all of them, or an error. Storing an event
+// again (same audit ID) must be harmless.
+type Store interface {
+	Store(ctx context.Context, events []Event) error
+}
+
+// Observer counts what the receiver does (internal/metrics implements it).
+type Observer interface {
+	// AuditRequest counts one request by outcome (Outcome*) and, when it was decoded, its
+	// events by result: kept, refused, dry_run, not_write.
+	AuditRequest(outcome string, events map[string]int)
+}
+
+// Outcomes of a request, as Observer counts them.
+const (
+	OutcomeStored          = "stored"
+	OutcomeUnauthenticated = "unauthenticated"
+	OutcomeMalformed       = "malformed"
+	OutcomeStoreFailed     = "store_failed"
+)
+
+// DefaultMaxBodyBytes caps a request body: the apiserver's batches hold up to 400 events
+// (--audit-webhook-batch-max-size), each with its objects at level RequestResponse.
+const DefaultMaxBodyBytes = 256 << 20
+
+// Receiver is the endpoint of the apiserver's audit webhook backend (batch mode): an
+// EventList per POST, answered 200 once Store returned, 401 to a caller that is not
+// authenticated, 400 to a body that is not an EventList (the apiserver would only send it
+// again), 503 when Store failed (the apiserver sends it again).
+type Receiver struct {
+	// Addr to listen on (HTTPS).
+	Addr string
+	// CertFile and KeyFile are the serving certificate and key.
+	CertFile, KeyFile string
+	// ClientCAFile admits callers with a client certificate it signed; "" admits none.
+	ClientCAFile string
+	// Token admits callers sending "Authorization: Bearer <Token>"; "" admits none.
+	Token string
+	Store Store
+	// Log: nil discards. Bodies are never logged.
+	Log      *slog.Logger
+	Observer Observer
+	// MaxBodyBytes: default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// TokenFromFile reads a bearer token file: its content without surrounding whitespace.
+func TokenFromFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the audit webhook's token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("the audit webhook's token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// TLSConfig loads the serving certificate and the client CA: what Listen serves with.
+// `kube-cdc check` calls it to fail where run would.
+func (r *Receiver) TLSConfig() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(r.CertFile, r.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("audit receiver: load the serving certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.NoClientCert}
+	if r.ClientCAFile != "" {
+		pem, err := os.ReadFile(r.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("audit receiver: read the client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("audit receiver: no certificate in the client CA file %s", r.ClientCAFile)
+		}
+		// A certificate is checked when sent; a caller without one may still bring the token.
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// Listen binds Addr and returns the TLS listener Serve takes.
+func (r *Receiver) Listen(ctx context.Context) (net.Listener, error) {
+	cfg, err := r.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", r.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("audit receiver: listen on %s: %w", r.Addr, err)
+	}
+	return tls.NewListener(ln, cfg), nil
+}
+
+// Run listens on Addr and serves until ctx ends.
+func (r *Receiver) Run(ctx context.Context) error {
+	ln, err := r.Listen(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then lets the requests under way finish (up to 10 s:
+// a batch not answered is sent again by the apiserver).
+func (r *Receiver) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	r.log().Info("audit receiver listening", "address", ln.Addr().String())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("audit receiver: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("audit receiver: %w", err)
+	}
+	return nil
+}
+
+func (r *Receiver) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Log
+}
+
+func (r *Receiver) observe(outcome string, c *Counts) {
+	if r.Observer == nil {
+		return
+	}
+	var events map[string]int
+	if c != nil {
+		events = map[string]int{"kept": c.Kept, "refused": c.Refused, "dry_run": c.DryRun, "not_write": c.NotWrite}
+	}
+	r.Observer.AuditRequest(outcome, events)
+}
+
+// authenticated says how the caller proved who it is: "" when it did not.
+func (r *Receiver) authenticated(req *http.Request) string {
+	if r.ClientCAFile != "" && req.TLS != nil && len(req.TLS.VerifiedChains) > 0 {
+		return "client certificate"
+	}
+	if r.Token != "" {
+		if tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok &&
+			subtle.ConstantTimeCompare([]byte(tok), []byte(r.Token)) == 1 {
+			return "token"
+		}
+	}
+	return ""
+}
+
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if r.authenticated(req) == "" {
+		r.observe(OutcomeUnauthenticated, nil)
+		r.log().Warn("audit receiver refused an unauthenticated request", "remote", req.RemoteAddr)
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
+		return
+	}
+	if req.Method != http.MethodPost {
+		http.Error(w, "POST an audit.k8s.io/v1 EventList", http.StatusMethodNotAllowed)
+		return
+	}
+	max := r.MaxBodyBytes
+	if max <= 0 {
+		max = DefaultMaxBodyBytes
+	}
+	events, counts, err := Decode(http.MaxBytesReader(w, req.Body, max))
+	if err != nil {
+		r.observe(OutcomeMalformed, nil)
+		// The error names the JSON problem, never the body's content.
+		r.log().Warn("audit receiver refused a malformed batch", "remote", req.RemoteAddr, "error", oneLine(err))
+		http.Error(w, "not an audit.k8s.io/v1 EventList", http.StatusBadRequest)
+		return
+	}
+	if err := r.Store.Store(req.Context(), events); err != nil {
+		r.observe(OutcomeStoreFailed, &counts)
+		r.log().Warn("audit receiver could not store a batch; the apiserver will send it again",
+			"events", len(events), "error", err)
+		http.Error(w, "could not store the events", http.StatusServiceUnavailable)
+		return
+	}
+	r.observe(OutcomeStored, &counts)
+	r.log().Debug("audit batch stored", "kept", counts.Kept, "refused", counts.Refused, "dry_run", counts.DryRun, "not_write", counts.NotWrite)
+	w.WriteHeader(http.StatusOK)
+}
+
+// oneLine is err's message on one line, at most 200 bytes: a JSON syntax error quotes
+// no more than a character of the input, but a type error may name a field.
+func oneLine(err error) string {
+	s := strings.ReplaceAll(err.Error(), "\n", " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

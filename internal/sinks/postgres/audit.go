@@ -1,0 +1,230 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kube-cdc/kube-cdc/internal/audit"
+	"github.com/kube-cdc/kube-cdc/internal/change"
+)
+
+// AuditStore keeps the audit events the receiver accepts (internal/audit) in the schema's
+// audit_events table, where the view change_actors joins them to changes (migration
+// 014_actors). It is apart from Sink: every replica stores the events it receives,
+// leader or standby, claiming no writer lock; the audit ID keys a row, so the same event
+// stored twice (the apiserver re-sends a batch it saw no answer to) is stored once.
+type AuditStore struct {
+	pool     *pgxpool.Pool
+	schema   string
+	cluster  string
+	password string
+	reader   string // whose audit log positions (ForReader)
+}
+
+// ForReader is the store as the reader of audit log files named reader (a replica's
+// identity: the files are on its host) keeps their positions.
+func (s *AuditStore) ForReader(reader string) *AuditStore {
+	c := *s
+	c.reader = reader
+	return &c
+}
+
+// Position returns how far the reader has stored the audit log file at path.
+func (s *AuditStore) Position(ctx context.Context, path string) (audit.Position, error) {
+	var p audit.Position
+	var ino, off int64
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT inode, "offset" FROM %s.audit_log_positions
+		WHERE cluster = $1 AND reader = $2 AND path = $3`, s.schema), s.cluster, s.reader, path).Scan(&ino, &off)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("read the audit log position: %w", classify(err, s.password))
+	}
+	return audit.Position{Inode: uint64(ino), Offset: off}, nil
+}
+
+// StoreAt stores events and the position of the audit log file they were read up to, in
+// one transaction.
+func (s *AuditStore) StoreAt(ctx context.Context, events []audit.Event, path string, pos audit.Position) error {
+	return s.store(ctx, events, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.audit_log_positions (cluster, reader, path, inode, "offset")
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (cluster, reader, path) DO UPDATE SET inode = excluded.inode, "offset" = excluded."offset", updated_at = now()`,
+			s.schema), s.cluster, s.reader, path, int64(pos.Inode), pos.Offset)
+		return err
+	})
+}
+
+// NewAuditStore connects to the database of opts (a PostgreSQL sink's options), applying
+// pending migrations first when opts.Migrate is set, and stores events as cluster's.
+func NewAuditStore(ctx context.Context, cluster string, opts Options) (*AuditStore, error) {
+	opts = opts.withDefaults()
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("audit store: %w", classify(err, ""))
+	}
+	password := cfg.ConnConfig.Password
+	if opts.Migrate {
+		if _, err := Migrate(ctx, opts.DSN, opts.Schema); err != nil {
+			return nil, fmt.Errorf("audit store: %w", err)
+		}
+	}
+	cfg.MaxConns = 2
+	setApplicationName(&cfg.ConnConfig.Config)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("audit store: %w", classify(err, password))
+	}
+	return &AuditStore{pool: pool, schema: pgx.Identifier{opts.Schema}.Sanitize(), cluster: cluster, password: password}, nil
+}
+
+// Close closes the connections.
+func (s *AuditStore) Close() { s.pool.Close() }
+
+// Store makes events durable, all or none, in one transaction; an event stored before
+// (its audit ID) is left as it is.
+func (s *AuditStore) Store(ctx context.Context, events []audit.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	return s.store(ctx, events, nil)
+}
+
+// store inserts events and runs also, in one transaction.
+func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(context.Context, pgx.Tx) error) error {
+	q := fmt.Sprintf(`INSERT INTO %s.audit_events (audit_id, cluster, verb, api_group, resource, subresource, namespace,
+		name, object_uid, response_rv, response_uid, deleted_uids, username, user_uid, groups, impersonator, user_agent,
+		source_ips, code, request_at, stage_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		ON CONFLICT (audit_id) DO NOTHING`, s.schema)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		for _, e := range events {
+			var rv *int64
+			if e.ResponseRV > 0 {
+				v := int64(e.ResponseRV)
+				rv = &v
+			}
+			var impersonator *string
+			if e.Impersonator != "" {
+				impersonator = &e.Impersonator
+			}
+			b.Queue(q, e.AuditID, s.cluster, e.Verb, e.Group, e.Resource, e.Subresource, e.Namespace, e.Name,
+				e.ObjectUID, rv, e.ResponseUID, nonNil(e.DeletedUIDs), e.Username, e.UserUID, nonNil(e.Groups),
+				impersonator, e.UserAgent, nonNil(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return err
+			}
+		}
+		if also != nil {
+			return also(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store %d audit events: %w", len(events), classify(err, s.password))
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// JoinStats say how the join of audit events to changes went in a window of time.
+type JoinStats struct {
+	Events       int64     // audit events received in the window
+	LastReceived time.Time // the newest event's arrival, ever; zero when none arrived
+	Changes      int64     // changes observed in the window (snapshots and inferred deletes left out)
+	Exact        int64     // of those, joined exactly
+	Nearest      int64     // joined to the nearest event
+	// UnmatchedChanges have no actor; UnmatchedEvents (of the window) explain no change.
+	UnmatchedChanges, UnmatchedEvents int64
+}
+
+// JoinStats counts the window since since, for the store's cluster.
+func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (JoinStats, error) {
+	var st JoinStats
+	var last *time.Time
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(`
+		SELECT (SELECT count(*) FROM %[1]s.audit_events WHERE cluster = $1 AND received_at >= $2),
+		       (SELECT max(received_at) FROM %[1]s.audit_events WHERE cluster = $1),
+		       count(*), count(*) FILTER (WHERE a.match = 'exact'), count(*) FILTER (WHERE a.match = 'nearest'),
+		       count(*) FILTER (WHERE a.match IS NULL),
+		       (SELECT count(*) FROM %[1]s.audit_events e
+		         WHERE e.cluster = $1 AND e.received_at >= $2
+		           AND NOT EXISTS (SELECT 1 FROM %[1]s.changes c JOIN %[1]s.change_actors x ON x.change_id = c.id
+		                            WHERE c.cluster = e.cluster AND c.api_group = e.api_group AND c.resource = e.resource
+		                              AND c.namespace = e.namespace AND (c.name = e.name OR e.name = '')
+		                              AND x.audit_id = e.audit_id))
+		  FROM %[1]s.changes c
+		  LEFT JOIN %[1]s.change_actors a ON a.change_id = c.id
+		 WHERE c.cluster = $1 AND c.observed_at >= $2 AND NOT c.snapshot AND NOT c.inferred`, s.schema),
+		s.cluster, since).Scan(&st.Events, &last, &st.Changes, &st.Exact, &st.Nearest, &st.UnmatchedChanges, &st.UnmatchedEvents)
+	if err != nil {
+		return st, fmt.Errorf("count the actor join: %w", classify(err, s.password))
+	}
+	if last != nil {
+		st.LastReceived = *last
+	}
+	return st, nil
+}
+
+// ExactActors returns the actors of b's changes that audit events name exactly (the
+// response's resourceVersion on the key, or a delete's uid: the exact branch of the view
+// change_actors), one entry per change, nil where none is stored yet. For the sinks that
+// write the actor as they write a change (Kafka, stdout); the view also joins nearest.
+func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*Actor, error) {
+	n := len(b.Changes)
+	ns, names, uids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	rvs, inferred := make([]int64, n), make([]bool, n)
+	for i, c := range b.Changes {
+		ns[i], names[i], uids[i], ops[i] = c.Key.Namespace, c.Key.Name, c.UID, string(c.Op)
+		rvs[i], inferred[i] = int64(c.RV), c.Inferred
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`
+		SELECT k.i, e.username, coalesce(e.impersonator, ''), e.user_agent, e.audit_id, e.verb, e.subresource
+		  FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::bool[])
+		       WITH ORDINALITY AS k(namespace, name, uid, rv, op, inferred, i)
+		 CROSS JOIN LATERAL (
+		       SELECT e.* FROM %s.audit_events e
+		        WHERE e.cluster = $1 AND e.api_group = $2 AND e.resource = $3 AND e.namespace = k.namespace
+		          AND ((e.name = k.name AND e.response_rv = k.rv AND NOT k.inferred)
+		            OR (k.op = 'delete' AND e.name = k.name AND e.verb = 'delete' AND e.response_rv IS NULL
+		                AND e.response_uid = k.uid AND k.uid <> '')
+		            OR (k.op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND k.uid = ANY (e.deleted_uids)))
+		        ORDER BY e.request_at, e.audit_id
+		        LIMIT 1) e`, s.schema),
+		s.cluster, b.Resource.Group, b.Resource.Resource, ns, names, uids, rvs, ops, inferred)
+	if err != nil {
+		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+	}
+	out := make([]*Actor, n)
+	for rows.Next() {
+		var i int64
+		a := &Actor{Match: "exact"}
+		if err := rows.Scan(&i, &a.Username, &a.Impersonator, &a.UserAgent, &a.AuditID, &a.Verb, &a.Subresource); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+		}
+		out[i-1] = a
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+	}
+	return out, nil
+}

@@ -1,0 +1,275 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/audit"
+)
+
+// actorsDB is a migrated database with an AuditStore and a connection to write changes
+// rows as the sink would (the view reads only what is in the tables).
+func actorsDB(t *testing.T) (*AuditStore, *pgx.Conn) {
+	t.Helper()
+	ctx := testCtx(t)
+	dsn := pg.NewDatabase(t)
+	store, err := NewAuditStore(ctx, cluster, Options{DSN: dsn, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return store, conn
+}
+
+type row struct {
+	name, uid string
+	rv        int64
+	op        string
+	at        time.Time
+	object    string // "" for {"metadata":{}}
+}
+
+func insertChanges(t *testing.T, conn *pgx.Conn, rows ...row) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, r := range rows {
+		obj := r.object
+		if obj == "" {
+			obj = `{"metadata":{}}`
+		}
+		var id int64
+		if err := conn.QueryRow(testCtx(t), `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid,
+			resource_version, op, object, observed_at) VALUES ($1, '', 'configmaps', 'ns', $2, $3, $4, $5, $6, $7) RETURNING id`,
+			cluster, r.name, r.uid, r.rv, r.op, obj, r.at).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+type actorRow struct {
+	username, match, auditID string
+	distance                 *time.Duration
+}
+
+func actorsOf(t *testing.T, conn *pgx.Conn, ids []int64) []actorRow {
+	t.Helper()
+	out := make([]actorRow, len(ids))
+	for i, id := range ids {
+		var secs *float64
+		err := conn.QueryRow(testCtx(t), `SELECT username, match, audit_id, extract(epoch FROM distance)::float8
+			FROM kube_cdc.change_actors WHERE change_id = $1`, id).Scan(&out[i].username, &out[i].match, &out[i].auditID, &secs)
+		if err == pgx.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if secs != nil {
+			d := time.Duration(*secs * float64(time.Second))
+			out[i].distance = &d
+		}
+	}
+	return out
+}
+
+func ev(id, verb, name, user string, at time.Time) audit.Event {
+	return audit.Event{AuditID: id, Verb: verb, Resource: "configmaps", Namespace: "ns", Name: name, Username: user,
+		Code: 200, RequestReceived: at.Add(-2 * time.Millisecond), StageTimestamp: at}
+}
+
+func withRV(e audit.Event, rv uint64, uid string) audit.Event {
+	e.ResponseRV, e.ResponseUID = rv, uid
+	return e
+}
+
+func check(t *testing.T, what string, got []actorRow, want ...string) {
+	t.Helper()
+	for i, w := range want {
+		g := got[i].username
+		if g != "" {
+			g += " " + got[i].match
+		}
+		if g != w {
+			t.Errorf("%s: change %d's actor is %q, want %q", what, i+1, g, w)
+		}
+	}
+}
+
+func TestChangeActorsJoinsExactlyByKeyAndResponseRVAndAPatchThatChangedNothingAttachesToNothing(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	// Two users write within the same second, then a third patches to the same content:
+	// the apiserver answers the patch with the RV it found.
+	ids := insertChanges(t, conn,
+		row{"c", "u1", 10, "create", t0, ""},
+		row{"c", "u1", 11, "update", t0.Add(300 * time.Millisecond), ""},
+		row{"c", "u1", 12, "update", t0.Add(600 * time.Millisecond), ""},
+	)
+	events := []audit.Event{
+		withRV(ev("a", "create", "c", "dev-a", t0), 10, "u1"),
+		withRV(ev("b", "update", "c", "dev-b", t0.Add(290*time.Millisecond)), 11, "u1"),
+		withRV(ev("c", "update", "c", "dev-c", t0.Add(590*time.Millisecond)), 12, "u1"),
+		withRV(ev("noop", "patch", "c", "dev-noop", t0.Add(900*time.Millisecond)), 12, "u1"),
+	}
+	// Stored twice (the apiserver re-sent the batch): harmless.
+	for range 2 {
+		if err := store.Store(ctx, events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, "exact", actorsOf(t, conn, ids), "dev-a exact", "dev-b exact", "dev-c exact")
+	st, err := store.JoinStats(ctx, t0.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Events != 4 || st.Changes != 3 || st.Exact != 3 || st.UnmatchedChanges != 0 || st.UnmatchedEvents != 1 {
+		t.Errorf("join stats %+v; want 4 events, 3 changes all exact, the no-op patch the one unmatched event", st)
+	}
+}
+
+func TestChangeActorsJoinsDeletesByUIDAndAGracefulDeletesUpdateToItsDelete(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	ids := insertChanges(t, conn,
+		// A ConfigMap DELETE answers a Status naming the uid only.
+		row{"status-only", "u1", 20, "delete", t0, ""},
+		// A graceful delete: an update setting deletionTimestamp, then the delete whose RV
+		// the DELETE's response carries.
+		row{"graceful", "u2", 30, "update", t0, `{"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}}`},
+		row{"graceful", "u2", 31, "delete", t0.Add(5 * time.Millisecond), ""},
+		// A deletecollection lists the uids it deleted.
+		row{"listed", "u3", 40, "delete", t0, ""},
+		// A Status naming another uid (a recreated object's) explains nothing.
+		row{"other-uid", "u4", 50, "delete", t0, ""},
+	)
+	dc := ev("dc", "deletecollection", "", "dev-c", t0)
+	dc.DeletedUIDs = []string{"u9", "u3"}
+	if err := store.Store(ctx, []audit.Event{
+		withRV(ev("s", "delete", "status-only", "dev-a", t0), 0, "u1"),
+		withRV(ev("g", "delete", "graceful", "dev-b", t0), 31, "u2"),
+		dc,
+		withRV(ev("o", "delete", "other-uid", "dev-a", t0), 0, "u5"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := actorsOf(t, conn, ids)
+	check(t, "deletes", got, "dev-a exact", "dev-b nearest", "dev-b exact", "dev-c exact", "")
+}
+
+func TestChangeActorsNearestIsByKeyVerbAndTimeAndNeverAcrossUIDs(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	// Level Metadata: no response RV. The object is created (its event lost), deleted and
+	// created again under the same name by other users, then updated by someone whose
+	// request named the first uid after the second was created, and by someone else.
+	ids := insertChanges(t, conn,
+		row{"r", "u1", 10, "create", t0, ""},
+		row{"r", "u1", 11, "delete", t0.Add(time.Second), ""},
+		row{"r", "u2", 12, "create", t0.Add(1100 * time.Millisecond), ""},
+		row{"r", "u2", 13, "update", t0.Add(3 * time.Second), ""},
+	)
+	stale := ev("stale", "update", "r", "dev-stale", t0.Add(2990*time.Millisecond))
+	stale.ObjectUID = "u1"
+	if err := store.Store(ctx, []audit.Event{
+		ev("d1", "delete", "r", "dev-b", t0.Add(990*time.Millisecond)),
+		// dev-c's create (of u2) is the only create event: within a minute of u1's create,
+		// but u1's delete lies between them.
+		ev("c2", "create", "r", "dev-c", t0.Add(1050*time.Millisecond)),
+		stale,
+		ev("u", "update", "r", "dev-d", t0.Add(2500*time.Millisecond)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := actorsOf(t, conn, ids)
+	check(t, "nearest", got, "", "dev-b nearest", "dev-c nearest", "dev-d nearest")
+	if d := got[1].distance; d == nil || *d != 10*time.Millisecond {
+		t.Errorf("the delete's distance is %v, want 10ms", d)
+	}
+}
+
+func TestChangeActorsNearestHoldsWhenKubeCDCObservedTheChangesLate(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	// A burst: created, deleted and created again within 30 ms, all observed 500 ms later
+	// (the apiserver answered long before kube-cdc saw the changes).
+	late := t0.Add(500 * time.Millisecond)
+	ids := insertChanges(t, conn,
+		row{"b", "u1", 10, "create", late, ""},
+		row{"b", "u1", 11, "delete", late.Add(time.Millisecond), ""},
+		row{"b", "u2", 12, "create", late.Add(2 * time.Millisecond), ""},
+	)
+	if err := store.Store(ctx, []audit.Event{
+		ev("c1", "create", "b", "dev-a", t0),
+		ev("d1", "delete", "b", "dev-c", t0.Add(10*time.Millisecond)),
+		ev("c2", "create", "b", "dev-b", t0.Add(30*time.Millisecond)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "late", actorsOf(t, conn, ids), "dev-a nearest", "dev-c nearest", "dev-b nearest")
+}
+
+func TestHistoryFunctionCarriesTheActor(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	insertChanges(t, conn, row{"h", "u1", 10, "create", t0, ""})
+	if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.checkpoints (cluster, sink, api_group, resource, resource_version)
+		VALUES ($1, 'warehouse', '', 'configmaps', 10)`, cluster); err != nil {
+		t.Fatal(err)
+	}
+	e := withRV(ev("h1", "create", "h", "dev-a@example.com", t0), 10, "u1")
+	e.Impersonator, e.UserAgent = "admin", "kubectl/v1.36.5"
+	if err := store.Store(ctx, []audit.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	var user, imp, agent, match string
+	if err := conn.QueryRow(ctx, `SELECT username, impersonator, user_agent, match FROM kube_cdc.history('configmaps', 'ns', 'h')`).
+		Scan(&user, &imp, &agent, &match); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(user, " ", imp, " ", agent, " ", match); got != "dev-a@example.com admin kubectl/v1.36.5 exact" {
+		t.Errorf("history() says %q", got)
+	}
+}
+
+func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	a, b := store.ForReader("node-a"), store.ForReader("node-b")
+	t0 := time.Now().UTC()
+	if err := a.StoreAt(ctx, []audit.Event{ev("l1", "create", "x", "dev-a", t0)}, "/var/log/audit.log", audit.Position{Inode: 7, Offset: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// The same line again (a reader that stored it, then died before...): harmless.
+	if err := a.StoreAt(ctx, []audit.Event{ev("l1", "create", "x", "dev-a", t0)}, "/var/log/audit.log", audit.Position{Inode: 8, Offset: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.StoreAt(ctx, nil, "/var/log/other.log", audit.Position{Inode: 9, Offset: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.Position(ctx, "/var/log/audit.log"); err != nil || p != (audit.Position{Inode: 8, Offset: 20}) {
+		t.Errorf("node-a's position %+v, %v; want inode 8 offset 20", p, err)
+	}
+	if p, err := b.Position(ctx, "/var/log/audit.log"); err != nil || p != (audit.Position{}) {
+		t.Errorf("node-b's position %+v, %v; want none", p, err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.audit_events`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d events stored, %v; want 1", n, err)
+	}
+}

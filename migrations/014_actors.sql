@@ -1,0 +1,185 @@
+-- Who made each change: the apiserver's audit events (audit.k8s.io/v1), received by
+-- kube-cdc's audit receiver (internal/audit), joined to changes at read time by the view
+-- change_actors (docs/contract.md, "actor"). Only what the join needs is stored; request
+-- and response bodies never are.
+
+-- One row per audit event that completed a write (create, update, patch, delete,
+-- deletecollection) with a 2xx status and was not a dry run. The apiserver re-sends a
+-- batch it saw no 2xx for: the audit ID makes a re-sent event insert nothing.
+CREATE TABLE audit_events (
+    audit_id      text        PRIMARY KEY,
+    cluster       text        NOT NULL,   -- the receiving kube-cdc's cluster
+    verb          text        NOT NULL,
+    api_group     text        NOT NULL,   -- objectRef: '' for the core group
+    resource      text        NOT NULL,
+    subresource   text        NOT NULL DEFAULT '',  -- 'status', 'scale'…
+    namespace     text        NOT NULL,
+    name          text        NOT NULL,   -- '' for a deletecollection
+    object_uid    text        NOT NULL DEFAULT '',  -- objectRef.uid: what the request named
+    response_rv   bigint,                 -- the response object's metadata.resourceVersion
+    response_uid  text        NOT NULL DEFAULT '',  -- its uid, or a delete Status's details.uid
+    deleted_uids  text[]      NOT NULL DEFAULT '{}',  -- a deletecollection's items
+    username      text        NOT NULL,   -- the user the write was made as (the impersonated one)
+    user_uid      text        NOT NULL DEFAULT '',
+    groups        text[]      NOT NULL DEFAULT '{}',
+    impersonator  text,                   -- who impersonated username; NULL when nobody did
+    user_agent    text        NOT NULL DEFAULT '',
+    source_ips    text[]      NOT NULL DEFAULT '{}',
+    code          int         NOT NULL,
+    request_at    timestamptz NOT NULL,   -- requestReceivedTimestamp
+    stage_at      timestamptz NOT NULL,   -- stageTimestamp (ResponseComplete)
+    received_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- The exact join (key and response RV) and the nearest one (key and time).
+CREATE INDEX audit_events_rv ON audit_events (cluster, api_group, resource, namespace, name, response_rv);
+CREATE INDEX audit_events_time ON audit_events (cluster, api_group, resource, namespace, name, stage_at);
+-- Retention and "are events arriving".
+CREATE INDEX audit_events_received_at ON audit_events (received_at);
+
+-- How far each reader of an audit log file (audit.logFile; reader: the replica's
+-- identity, the file being on its host) has stored the file's events: written in the
+-- transaction that stores them.
+CREATE TABLE audit_log_positions (
+    cluster     text        NOT NULL,
+    reader      text        NOT NULL,
+    path        text        NOT NULL,
+    inode       bigint      NOT NULL,   -- the file read, which a rotation's rename keeps
+    "offset"    bigint      NOT NULL,   -- after the last complete line stored
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (cluster, reader, path)
+);
+
+-- abs_interval(i): i without its sign, how far apart two moments are.
+CREATE FUNCTION abs_interval(i interval) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN $1 < interval '0' THEN -$1 ELSE $1 END $$;
+
+-- change_actors: one row per changes row that has an actor, joined when read, so an event
+-- that arrives before its change and one that arrives after end joined alike, and neither
+-- writer waits for the other.
+--
+-- exact: the event's response carried this change's resourceVersion on the same key (an
+-- observed change, not an inferred delete); or, for a delete, the Status of a DELETE named
+-- the change's uid, or a deletecollection's response listed it. A patch that changed
+-- nothing answers with the RV it found, the RV of an earlier change: of the events with
+-- that RV the earliest request is the one that made it (a later one found it there).
+--
+-- nearest: no exact event; the event closest in time (stageTimestamp against
+-- observed_at, within a minute) on the same key with a verb that can make such a change,
+-- whose response carried no RV (level Metadata or Request), never one naming another uid
+-- or outside the uid's lifetime on the key (see below). A Pod's graceful DELETE
+-- makes an update (deletionTimestamp set) before the delete: that update's nearest event
+-- may be the DELETE whose response RV is the later delete's. distance is how far apart.
+CREATE VIEW change_actors AS
+SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a.audit_id, a.verb,
+       a.subresource, a.match, a.distance, a.user_uid, a.groups, a.source_ips, a.request_at
+  FROM changes c
+  CROSS JOIN LATERAL (
+        SELECT x.* FROM (
+            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
+                    'exact'::text AS match, NULL::interval AS distance, e.user_uid, e.groups, e.source_ips,
+                    e.request_at, 0 AS rank
+               FROM audit_events e
+              WHERE e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
+                AND e.namespace = c.namespace
+                AND ((e.name = c.name AND e.response_rv = c.resource_version AND NOT c.inferred)
+                  OR (c.op = 'delete' AND e.name = c.name AND e.verb = 'delete' AND e.response_rv IS NULL
+                      AND e.response_uid = c.uid AND c.uid <> '')
+                  OR (c.op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND c.uid = ANY (e.deleted_uids)))
+              ORDER BY e.request_at, e.audit_id
+              LIMIT 1)
+          UNION ALL
+            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
+                    'nearest'::text, abs_interval(e.stage_at - c.observed_at), e.user_uid, e.groups, e.source_ips,
+                    e.request_at, 1
+               FROM (SELECT ub.*,
+                            -- The DELETEs that made those deletes, by the apiserver's clock.
+                            (SELECT d.request_at FROM audit_events d
+                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
+                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.prev_delete_at - interval '1 minute' AND ub.prev_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.prev_delete_at) LIMIT 1) AS prev_delete_request_at,
+                            (SELECT d.stage_at FROM audit_events d
+                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
+                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.next_delete_at - interval '1 minute' AND ub.next_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.next_delete_at) LIMIT 1) AS next_delete_stage_at
+                       FROM (SELECT
+                              -- The uid's lifetime on the key: after the delete of the uid
+                              -- before it, before its own delete (as kube-cdc observed them).
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
+                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid <> c.uid AND o.op = 'delete'
+                                  AND o.resource_version < c.resource_version
+                                ORDER BY o.resource_version DESC LIMIT 1) AS prev_delete_at,
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
+                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid = c.uid AND o.op = 'delete'
+                                  AND o.resource_version > c.resource_version
+                                ORDER BY o.resource_version LIMIT 1) AS next_delete_at) ub) b
+               JOIN audit_events e
+                 ON e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
+                AND e.namespace = c.namespace AND e.name = c.name
+              WHERE e.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute'
+                AND CASE c.op
+                      WHEN 'create' THEN e.verb IN ('create', 'update', 'patch') AND e.response_rv IS NULL
+                      WHEN 'update' THEN (e.verb IN ('update', 'patch') AND e.response_rv IS NULL)
+                                      OR (e.verb = 'delete' AND (e.response_rv IS NULL OR e.response_rv > c.resource_version)
+                                          AND c.object -> 'metadata' ? 'deletionTimestamp')
+                      ELSE e.verb = 'delete' AND e.response_rv IS NULL AND e.response_uid = ''
+                    END
+                -- Never across uids: never an event naming another uid, and never one
+                -- outside the uid's lifetime on the key. kube-cdc observes changes later
+                -- than the apiserver answers (a burst, a loaded host), so the lifetime is
+                -- bounded by the apiserver's clock where the DELETEs were audited: a write
+                -- of this uid was received after the DELETE of the one before it was, and
+                -- before its own DELETE completed. Where they were not, by when kube-cdc
+                -- observed the deletes, which leaves out more, never less.
+                AND e.object_uid IN ('', c.uid) AND e.response_uid IN ('', c.uid)
+                AND (b.prev_delete_at IS NULL
+                     OR CASE WHEN b.prev_delete_request_at IS NOT NULL THEN e.request_at >= b.prev_delete_request_at
+                             ELSE e.stage_at > b.prev_delete_at END)
+                AND (b.next_delete_at IS NULL OR e.verb = 'delete'
+                     OR CASE WHEN b.next_delete_stage_at IS NOT NULL THEN e.request_at < b.next_delete_stage_at
+                             ELSE e.request_at < b.next_delete_at END)
+              ORDER BY abs_interval(e.stage_at - c.observed_at), e.audit_id
+              LIMIT 1)
+        ) x
+        -- No ORDER BY: the Append runs the exact branch first and stops at its row, so the
+        -- nearest branch costs nothing where the join is exact.
+        LIMIT 1
+  ) a;
+
+-- history() gains the actor: the same rows and columns as 005_history's, then who made
+-- the change (username, impersonator, user_agent) and how it was joined (match: exact,
+-- nearest, NULL when unknown). A function's result type cannot be altered: it is
+-- dropped and created again.
+DROP FUNCTION history(text, text, text, text);
+CREATE FUNCTION history(resource text, namespace text, name text, cluster text DEFAULT NULL)
+RETURNS TABLE (id bigint, cluster text, observed_at timestamptz, op text, rv bigint, uid text,
+               changed_by text, inferred boolean, reason text, snapshot boolean, changed text[],
+               username text, impersonator text, user_agent text, match text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+SELECT h.id, h.cluster, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, h.reason,
+       h.snapshot,
+       CASE WHEN h.object IS NOT NULL
+            THEN array_remove(changed_paths(coalesce(h.previous, '{}'), h.object), '/metadata/resourceVersion')
+       END,
+       a.username, a.impersonator, a.user_agent, a.match
+  FROM (SELECT c.id, c.cluster, c.observed_at, c.op, c.resource_version, c.uid, c.changed_by, c.inferred,
+               c.reason, c.snapshot, c.object,
+               CASE WHEN lag(c.op) OVER w <> 'delete' AND (lag(c.uid) OVER w = c.uid OR '' IN (c.uid, lag(c.uid) OVER w))
+                    THEN lag(c.object) OVER w END AS previous
+          FROM changes c
+         WHERE c.resource = split_part($1, '.', 1)
+           AND c.api_group = CASE WHEN strpos($1, '.') > 0 THEN substr($1, strpos($1, '.') + 1) ELSE '' END
+           AND c.namespace = $2 AND c.name = $3
+           AND c.cluster = ANY (CASE WHEN $4 IS NULL THEN ARRAY(SELECT DISTINCT k.cluster FROM checkpoints k)
+                                     ELSE ARRAY[$4] END)
+        WINDOW w AS (PARTITION BY c.cluster ORDER BY c.id)) h
+  LEFT JOIN change_actors a ON a.change_id = h.id
+ ORDER BY h.id
+$$;
