@@ -52,7 +52,7 @@ func rowTexts(col int) string {
 func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.T) {
 	browser := chromium(t)
 	w := theWorld(t)
-	standIns(t)
+	withActors(t)
 	srv := newServer(t, nil)
 	shots, err := os.MkdirTemp("", "kube-cdc-ui-screenshots-")
 	if err != nil {

@@ -261,25 +261,18 @@ func TestWithoutAsOfOwnersAndActorsThePagesLeaveThemOut(t *testing.T) {
 	}
 }
 
-// standIns creates a minimal stand-in for migration 014's change_actors in the shared
-// schema when the schema lacks it, dropped when the test ends: enough columns for the
-// pages, not its real definition. owners and as_of are the real ones (migration 013).
-func standIns(t *testing.T) {
+// withActors stores an audit event (as the audit receiver does, migration 014) for each
+// change alice-tool made, naming alice@example.com, so the real change_actors view joins
+// them exactly (key and response RV); the events are deleted when the test ends.
+func withActors(t *testing.T) {
 	t.Helper()
-	var present bool
-	if err := pool.QueryRow(testCtx(t), `SELECT to_regclass('kube_cdc.change_actors') IS NOT NULL`).Scan(&present); err != nil {
-		t.Fatal(err)
-	}
-	if present {
-		return
-	}
-	execSQL(t, `SET search_path = kube_cdc;
-	CREATE VIEW change_actors AS
-	SELECT id AS change_id, cluster, 'alice@example.com'::text AS username, NULL::text AS impersonator,
-	       'kubectl'::text AS user_agent, ''::text AS audit_id, op AS verb, ''::text AS subresource,
-	       'exact'::text AS match, NULL::interval AS distance
-	  FROM changes WHERE changed_by LIKE 'alice-tool/%';`)
-	t.Cleanup(func() { execSQL(t, `DROP VIEW kube_cdc.change_actors`) })
+	execSQL(t, `INSERT INTO kube_cdc.audit_events (audit_id, cluster, verb, api_group, resource, namespace, name,
+			response_rv, response_uid, username, user_agent, code, request_at, stage_at)
+		SELECT 'ui-test-' || id, cluster, op, api_group, resource, namespace, name, resource_version, uid,
+		       'alice@example.com', 'kubectl/v1.36.5', 200, observed_at, observed_at
+		  FROM kube_cdc.changes WHERE changed_by LIKE 'alice-tool/%'
+		ON CONFLICT (audit_id) DO NOTHING`)
+	t.Cleanup(func() { execSQL(t, `DELETE FROM kube_cdc.audit_events WHERE audit_id LIKE 'ui-test-%'`) })
 }
 
 // hideOptional renames the optional objects the pages probe for (as_of, owners,
@@ -290,22 +283,18 @@ func hideOptional(t *testing.T) {
 	execSQL(t, `SET search_path = kube_cdc;
 	ALTER FUNCTION as_of(timestamptz, text, text, text) RENAME TO hidden_as_of;
 	ALTER VIEW owners RENAME TO hidden_owners;
-	DO $$ BEGIN
-	  IF to_regclass('change_actors') IS NOT NULL THEN ALTER VIEW change_actors RENAME TO hidden_change_actors; END IF;
-	END $$;`)
+	ALTER VIEW change_actors RENAME TO hidden_change_actors;`)
 	t.Cleanup(func() {
 		execSQL(t, `SET search_path = kube_cdc;
 		ALTER FUNCTION hidden_as_of(timestamptz, text, text, text) RENAME TO as_of;
 		ALTER VIEW hidden_owners RENAME TO owners;
-		DO $$ BEGIN
-		  IF to_regclass('hidden_change_actors') IS NOT NULL THEN ALTER VIEW hidden_change_actors RENAME TO change_actors; END IF;
-		END $$;`)
+		ALTER VIEW hidden_change_actors RENAME TO change_actors;`)
 	})
 }
 
-func TestWithStandInsThePagesShowOwnersChildrenUsersAndAsOf(t *testing.T) {
+func TestWithAsOfOwnersAndActorsThePagesShowOwnersChildrenUsersAndAsOf(t *testing.T) {
 	w := theWorld(t)
-	standIns(t)
+	withActors(t)
 	srv := newServer(t, nil)
 	_, body := get(t, srv, "/object?resource=configmaps&ns="+w.ns+"&name=child")
 	parentURL := html.EscapeString("/object?" + url.Values{"cluster": {cluster}, "name": {"parent"}, "ns": {w.ns}, "resource": {"configmaps"}}.Encode())
@@ -338,7 +327,7 @@ func TestWithStandInsThePagesShowOwnersChildrenUsersAndAsOf(t *testing.T) {
 
 func TestValuesFromTheClusterAreEscapedOnEveryPage(t *testing.T) {
 	w := theWorld(t)
-	standIns(t) // every column shown
+	withActors(t) // every column shown
 	srv := newServer(t, nil)
 	for _, path := range []string{"/?ns=" + w.ns, "/?ns=" + w.ns + "&name=" + w.xssName,
 		"/object?resource=configmaps&ns=" + w.ns + "&name=" + w.xssName,
