@@ -61,13 +61,7 @@ func runAsOf(ctx context.Context, w io.Writer, cfg *config.Config, when, resourc
 	if at.After(now) {
 		return fmt.Errorf("TIME %q: %s is in the future", when, history.FormatTime(at))
 	}
-	sc, err := historySink(cfg, opts.sink)
-	if err != nil {
-		return err
-	}
-	o := *sc.Postgres
-	o.Migrate = false // reading only: never change the schema
-	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	s, sc, err := openHistorySink(ctx, cfg, opts.sink, "as-of")
 	if err != nil {
 		return err
 	}

@@ -62,13 +62,7 @@ func runHistory(ctx context.Context, w io.Writer, cfg *config.Config, resourceNa
 	if err != nil {
 		return err
 	}
-	sc, err := historySink(cfg, opts.sink)
-	if err != nil {
-		return err
-	}
-	o := *sc.Postgres
-	o.Migrate = false // reading only: never change the schema
-	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	s, sc, err := openHistorySink(ctx, cfg, opts.sink, "history")
 	if err != nil {
 		return err
 	}
@@ -121,14 +115,14 @@ func runHistory(ctx context.Context, w io.Writer, cfg *config.Config, resourceNa
 }
 
 // historySink is the sink named name, or the first PostgreSQL sink.
-func historySink(cfg *config.Config, name string) (config.Sink, error) {
+func historySink(cfg *config.Config, name, command string) (config.Sink, error) {
 	for _, sc := range cfg.Sinks {
 		if name == "" && sc.Type == config.SinkPostgres {
 			return sc, nil
 		}
 		if name != "" && sc.Name == name {
 			if sc.Type != config.SinkPostgres {
-				return sc, fmt.Errorf("--sink %s: a %s sink keeps no history; history reads a postgres sink's changes table", name, sc.Type)
+				return sc, fmt.Errorf("--sink %s: a %s sink keeps no history; %s reads a postgres sink's changes table", name, sc.Type, command)
 			}
 			return sc, nil
 		}
@@ -136,5 +130,21 @@ func historySink(cfg *config.Config, name string) (config.Sink, error) {
 	if name != "" {
 		return config.Sink{}, fmt.Errorf("--sink %s: no sink of that name in the config", name)
 	}
-	return config.Sink{}, errors.New("history reads a postgres sink's changes table, and the config has no postgres sink")
+	return config.Sink{}, fmt.Errorf("%s reads a postgres sink's changes table, and the config has no postgres sink", command)
+}
+
+// openHistorySink opens the postgres sink named name (the first one when "") to read
+// only: it never changes the schema. command names the caller in errors.
+func openHistorySink(ctx context.Context, cfg *config.Config, name, command string) (*postgres.Sink, config.Sink, error) {
+	sc, err := historySink(cfg, name, command)
+	if err != nil {
+		return nil, sc, err
+	}
+	o := *sc.Postgres
+	o.Migrate = false // reading only: never change the schema
+	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	if err != nil {
+		return nil, sc, err
+	}
+	return s, sc, nil
 }

@@ -52,7 +52,7 @@ the header an authenticating proxy sets. A role with SELECT on the schema is eno
 }
 
 func uiSinkName(cfg *config.Config) string {
-	sc, err := historySink(cfg, cfg.UI.Sink)
+	sc, err := historySink(cfg, cfg.UI.Sink, "the web UI")
 	if err != nil {
 		return ""
 	}
@@ -64,7 +64,7 @@ func uiSinkName(cfg *config.Config) string {
 // ping: connect now (kube-cdc ui), or when a page asks (run, whose sink retries a
 // database that is down).
 func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, ping bool) (http.Handler, func(), error) {
-	sc, err := historySink(cfg, cfg.UI.Sink)
+	sc, err := historySink(cfg, cfg.UI.Sink, "the web UI")
 	if err != nil {
 		return nil, nil, fmt.Errorf("ui: %w", err)
 	}
