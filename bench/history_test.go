@@ -193,12 +193,23 @@ func steadyWrites(b *testing.B, sink *postgres.Sink, d time.Duration, during fun
 // partitioned (every migration) or not (the migrations before 012), and returns the
 // Write's time.
 func relistInto(b *testing.B, partitioned bool) time.Duration {
+	if partitioned {
+		return relistBefore(b, "")
+	}
+	return relistBefore(b, "012_partitions")
+}
+
+// relistBefore is relistInto into a schema of the migrations before stop (every one when
+// stop is "").
+func relistBefore(b *testing.B, stop string) time.Duration {
 	ctx := context.Background()
 	dsn := pg.NewDatabase(b)
-	if !partitioned {
-		applyMigrationsBefore012(b, dsn)
+	if stop != "" {
+		if _, err := postgres.MigrateBefore(ctx, dsn, "kube_cdc", stop); err != nil {
+			b.Fatal(err)
+		}
 	}
-	sink, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: dsn, Migrate: partitioned}, slog.New(slog.DiscardHandler))
+	sink, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: dsn, Migrate: stop == ""}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
