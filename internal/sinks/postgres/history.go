@@ -85,7 +85,7 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 
 // historySQL: $1 cluster, $2 group, $3 resource, $4 namespace, $5 name, $6 since (NULL:
 // all). The previous object is taken before the since filter, so the first version shown
-// still compares with its real predecessor. The changes_key index leads with the key.
+// still compares with its real predecessor. The changes_key_observed index leads with the key.
 const historySQL = `SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, coalesce(reason, ''), snapshot,
 		object, previous
 	  FROM (SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, reason, snapshot, object,

@@ -366,7 +366,8 @@ func tallySQL(schema, src string) string {
 //
 // changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
 // replayed change: it would have to hold observed_at, which a replay stamps anew. So the
-// insert asks changes itself (the changes_key index, one probe per partition), except
+// insert asks changes itself (the changes_key_observed index: the key's rows, one descent
+// per partition, their epoch, RV and op checked on the row; migration 016), except
 // where the objects row, as it stood before this batch, proves the change new: the
 // statement runs before the upsert (or beside it on one snapshot, in writeInline), and
 // every change written before moved its key's row to its (epoch, RV) or past it, in the
