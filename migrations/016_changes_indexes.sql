@@ -37,3 +37,81 @@ DROP INDEX changes_key;
 DROP INDEX changes_feed_name;
 DROP INDEX changes_feed_namespace;
 DROP INDEX changes_feed_resource;
+
+-- changed_paths (migration 005), the same paths, computed in PL/pgSQL: history() calls it
+-- once per version, and the recursive CTE cost ~28 µs a call on the benchmark's ~1.2 KB
+-- ConfigMaps (an executor started per call, a UNION of both sides' keys per object
+-- walked into), most of history()'s time at 10M rows (docs/benchmarks.md). The walk is
+-- the same: an object key or array index present on both sides is walked into when both
+-- values are objects or both arrays; anything else that differs is a path; equal values
+-- are skipped whole (one jsonb comparison). The keys of an object come from
+-- jsonb_path_query_array on both sides merged, and the work list is in arrays, so nothing
+-- runs a query but the final sort, and only when there are two paths or more.
+CREATE OR REPLACE FUNCTION changed_paths(from_object jsonb, to_object jsonb) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    paths text[]  := ARRAY[''];          -- the work list: containers of one type that differ
+    froms jsonb[] := ARRAY[from_object];
+    tos   jsonb[] := ARRAY[to_object];
+    found text[]  := '{}';
+    t     text    := jsonb_typeof(from_object);
+    n     int     := 1;
+    a     jsonb;
+    b     jsonb;
+    va    jsonb;
+    vb    jsonb;
+    keys  jsonb;
+    k     text;
+    p     text;
+BEGIN
+    IF from_object IS NOT DISTINCT FROM to_object THEN
+        RETURN '{}';
+    END IF;
+    IF t IS DISTINCT FROM jsonb_typeof(to_object) OR t NOT IN ('object', 'array') THEN
+        RETURN ARRAY[''];
+    END IF;
+    WHILE n <= cardinality(paths) LOOP
+        a := froms[n];
+        b := tos[n];
+        IF jsonb_typeof(a) = 'object' THEN
+            keys := jsonb_path_query_array(a || b, '$.keyvalue().key');
+            FOR i IN 0 .. jsonb_array_length(keys) - 1 LOOP
+                k := keys ->> i;
+                va := a -> k;
+                vb := b -> k;
+                CONTINUE WHEN va IS NOT DISTINCT FROM vb;
+                p := paths[n] || '/' || replace(replace(k, '~', '~0'), '/', '~1');
+                t := jsonb_typeof(va);
+                IF t = jsonb_typeof(vb) AND t IN ('object', 'array') THEN
+                    paths := paths || p;
+                    froms := froms || va;
+                    tos := tos || vb;
+                ELSE
+                    found := found || p;
+                END IF;
+            END LOOP;
+        ELSE
+            FOR i IN 0 .. greatest(jsonb_array_length(a), jsonb_array_length(b)) - 1 LOOP
+                va := a -> i;
+                vb := b -> i;
+                CONTINUE WHEN va IS NOT DISTINCT FROM vb;
+                p := paths[n] || '/' || i;
+                t := jsonb_typeof(va);
+                IF t = jsonb_typeof(vb) AND t IN ('object', 'array') THEN
+                    paths := paths || p;
+                    froms := froms || va;
+                    tos := tos || vb;
+                ELSE
+                    found := found || p;
+                END IF;
+            END LOOP;
+        END IF;
+        n := n + 1;
+    END LOOP;
+    IF cardinality(found) < 2 THEN
+        RETURN found;
+    END IF;
+    RETURN ARRAY(SELECT f FROM unnest(found) f ORDER BY f COLLATE "C");
+END
+$$;
