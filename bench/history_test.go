@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/bench/internal/historygen"
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
 
 // historyRows is the size of the generated history: 10M (issue 22), or
@@ -35,6 +38,7 @@ type historyQuery struct {
 	name   string
 	sql    string
 	args   func(r *rand.Rand) []any
+	page   func(r *rand.Rand) string // instead of sql: a web UI path, served by internal/ui's handler (server time)
 	runs   int
 	target time.Duration // p99 goal; 0 for none
 }
@@ -49,6 +53,25 @@ var historyQueries = []historyQuery{
 		sql: `SELECT id, cluster, name, op, resource_version, observed_at, object FROM kube_cdc.changes
 			WHERE namespace = $1 AND observed_at > now() - interval '1 hour' ORDER BY id`,
 		args: func(r *rand.Rand) []any { return []any{historygen.Namespace(r.IntN(40))} }},
+	// Issue 22: a namespace of 1,000 ConfigMaps as it was at a moment of the last year.
+	{name: "as_of of a 1,000-object namespace", runs: 20, target: 500 * time.Millisecond,
+		sql: `SELECT count(*) FROM kube_cdc.as_of(now() - $1 * interval '1 day', 'configmaps', $2, $3)`,
+		args: func(r *rand.Rand) []any {
+			return []any{1 + r.IntN(330), historygen.Namespace(r.IntN(40)), historygen.Cluster(r.IntN(3))}
+		}},
+	// Issue 23: the web UI's feed, the whole page as its handler serves it.
+	{name: "UI feed: first page", runs: 30, target: 200 * time.Millisecond,
+		page: func(r *rand.Rand) string { return "/?cluster=" + historygen.Cluster(r.IntN(3)) }},
+	{name: "UI feed: a namespace, last 24h", runs: 30, target: 200 * time.Millisecond,
+		page: func(r *rand.Rand) string {
+			return "/?range=24h&cluster=" + historygen.Cluster(r.IntN(3)) + "&ns=" + historygen.Namespace(r.IntN(40))
+		}},
+	{name: "UI feed: a name, last 30d", runs: 30, target: 200 * time.Millisecond,
+		page: func(r *rand.Rand) string {
+			return "/?range=30d&cluster=" + historygen.Cluster(r.IntN(3)) + "&name=" + historygen.Object(r.IntN(1000))
+		}},
+	{name: "UI feed: deletes, last 24h", runs: 30, target: 200 * time.Millisecond,
+		page: func(r *rand.Rand) string { return "/?range=24h&op=delete&cluster=" + historygen.Cluster(r.IntN(3)) }},
 }
 
 func BenchmarkHistoryAtScale(b *testing.B) {
@@ -74,11 +97,30 @@ func historyAtScale(b *testing.B) {
 	fmt.Printf("bench: history: generated %d changes rows (%d objects, 3 clusters, 12 months): COPY %v, %d indexes built after it %v, VACUUM (ANALYZE) %v; load average %s\n",
 		gen.Options.Rows, gen.Objects, gen.Load.Round(time.Millisecond), len(gen.Indexes), gen.Reindex.Round(time.Millisecond), gen.Analyze.Round(time.Millisecond), loadavg())
 
+	pool, err := ui.Connect(ctx, dsn, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	web, err := ui.New(ui.Options{Pool: pool, Schema: "kube_cdc", Cluster: historygen.Cluster(0), Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, q := range historyQueries {
 		var took []time.Duration
 		for range q.runs {
 			start := time.Now()
+			if q.page != nil {
+				path := q.page(r)
+				rec := httptest.NewRecorder()
+				web.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				if rec.Code != http.StatusOK {
+					b.Fatalf("%s: %s: %d\n%s", q.name, path, rec.Code, rec.Body)
+				}
+				took = append(took, time.Since(start))
+				continue
+			}
 			rows, err := conn.Query(ctx, q.sql, q.args(r)...)
 			if err != nil {
 				b.Fatalf("%s: %v", q.name, err)
@@ -94,6 +136,7 @@ func historyAtScale(b *testing.B) {
 		fmt.Printf("bench: history: %-45s p50 %8v  p99 %8v  (target p99 ≤ %v: %s)\n", q.name, p50.Round(10*time.Microsecond),
 			p99.Round(10*time.Microsecond), q.target, verdict(p99 <= q.target))
 	}
+	fmt.Printf("bench: history: the queries above at load average %s\n", loadavg())
 
 	// Retention of the oldest month while a writer sends 200 changes/s; every cluster
 	// keeps 11 months, so the month is dropped whole.
@@ -193,12 +236,23 @@ func steadyWrites(b *testing.B, sink *postgres.Sink, d time.Duration, during fun
 // partitioned (every migration) or not (the migrations before 012), and returns the
 // Write's time.
 func relistInto(b *testing.B, partitioned bool) time.Duration {
+	if partitioned {
+		return relistBefore(b, "")
+	}
+	return relistBefore(b, "012_partitions")
+}
+
+// relistBefore is relistInto into a schema of the migrations before stop (every one when
+// stop is "").
+func relistBefore(b *testing.B, stop string) time.Duration {
 	ctx := context.Background()
 	dsn := pg.NewDatabase(b)
-	if !partitioned {
-		applyMigrationsBefore012(b, dsn)
+	if stop != "" {
+		if _, err := postgres.MigrateBefore(ctx, dsn, "kube_cdc", stop); err != nil {
+			b.Fatal(err)
+		}
 	}
-	sink, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: dsn, Migrate: partitioned}, slog.New(slog.DiscardHandler))
+	sink, err := postgres.New(ctx, "warehouse", "bench", postgres.Options{DSN: dsn, Migrate: stop == ""}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 
 // historySQL: $1 cluster, $2 group, $3 resource, $4 namespace, $5 name, $6 since (NULL:
 // all). The previous object is taken before the since filter, so the first version shown
-// still compares with its real predecessor. The changes_key index leads with the key.
+// still compares with its real predecessor. The changes_key_observed index leads with the key.
 const historySQL = `SELECT h.id, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, coalesce(h.reason, ''),
 		h.snapshot, h.object, h.previous, a.username, a.impersonator, a.user_agent, a.verb, a.subresource, a.audit_id, a.match,
 		extract(epoch FROM a.distance)::float8

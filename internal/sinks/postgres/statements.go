@@ -366,7 +366,8 @@ func tallySQL(schema, src string) string {
 //
 // changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
 // replayed change: it would have to hold observed_at, which a replay stamps anew. So the
-// insert asks changes itself (the changes_key index, one probe per partition), except
+// insert asks changes itself (the changes_key_observed index: the key's rows, one descent
+// per partition, their epoch, RV and op checked on the row; migration 016), except
 // where the objects row, as it stood before this batch, proves the change new: the
 // statement runs before the upsert (or beside it on one snapshot, in writeInline), and
 // every change written before moved its key's row to its (epoch, RV) or past it, in the
@@ -375,16 +376,22 @@ func tallySQL(schema, src string) string {
 // wrongly inferred delete) leaves a delete in changes above it, so deletes are always
 // asked. With hard deletes a missing row proves nothing. The steady stream (each change
 // newer than its row) and a first relist (no rows) never probe changes.
+//
+// Nor can a UNIQUE key catch two copies of one (key, epoch, RV, op) in the same batch,
+// which the guard does not see either (it reads changes as it was before the statement):
+// only the first of them in seq order is inserted, chosen on the stage's narrow columns.
 func insertChangesSQL(schema, stage string, marks bool) string {
-	noise := ""
+	noise, keep := "", ""
 	if marks {
-		noise = "NOT st.skip AND "
+		noise, keep = "NOT st.skip AND ", "WHERE NOT d.skip"
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
 		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
 		  FROM %[2]s st
-		 WHERE %[3]sCASE
+		 WHERE %[3]sst.seq IN (SELECT DISTINCT ON (d.namespace, d.name, d.epoch, d.rv, d.op) d.seq FROM %[2]s d %[4]s
+		                        ORDER BY d.namespace, d.name, d.epoch, d.rv, d.op, d.seq)
+		   AND CASE
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
 		       WHEN st.snapshot AND st.op = 'update' THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
@@ -402,7 +409,7 @@ func insertChangesSQL(schema, stage string, marks bool) string {
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op)
 		       END
-		 ORDER BY seq`, schema, stage, noise)
+		 ORDER BY seq`, schema, stage, noise, keep)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per
