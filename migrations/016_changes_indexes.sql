@@ -34,9 +34,9 @@
 -- partial index: a row that is no delete costs it nothing) and the BRIN changes_observed_at.
 DROP INDEX changes_cluster_observed_at;
 DROP INDEX changes_key;
-DROP INDEX changes_feed_name;
-DROP INDEX changes_feed_namespace;
-DROP INDEX changes_feed_resource;
+DROP INDEX IF EXISTS changes_feed_name;  -- made only by a development build of 015
+DROP INDEX IF EXISTS changes_feed_namespace;  -- made only by a development build of 015
+DROP INDEX IF EXISTS changes_feed_resource;  -- made only by a development build of 015
 
 -- changed_paths (migration 005), the same paths, computed in PL/pgSQL: history() calls it
 -- once per version, and the recursive CTE cost ~28 µs a call on the benchmark's ~1.2 KB

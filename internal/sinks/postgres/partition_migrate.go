@@ -152,12 +152,17 @@ func partitionChanges(ctx context.Context, conn *pgx.Conn, schema string, report
 	return append(applied, rest...), err
 }
 
-// legacyIndexes are the indexes of the partitioned changes (migration 012) that the old
-// table lacks, under the names 012 looks for; (cluster, observed_at) it has already.
+// legacyIndexes are the indexes of the partitioned changes that the old table lacks: 012's,
+// under the names 012 looks for ((cluster, observed_at) it has already), and those 013
+// and 015 create on the parent, which then attach these instead of building theirs under
+// the migration's lock (016 drops changes_key again: 012 needs it to attach).
 var legacyIndexes = []struct{ name, columns string }{
 	{"changes_legacy_id", "(id)"},
 	{"changes_legacy_key", "(cluster, api_group, resource, namespace, name, epoch, resource_version, op)"},
 	{"changes_legacy_observed_at", "USING brin (observed_at)"},
+	{"changes_legacy_key_observed", "(cluster, api_group, resource, namespace, name, observed_at, id)"},
+	{"changes_legacy_feed", "(cluster, observed_at, id)"},
+	{"changes_legacy_feed_deletes", "(cluster, observed_at, id) WHERE op = 'delete'"},
 }
 
 // retryLock runs fn again, a few times, while it fails for lack of a lock

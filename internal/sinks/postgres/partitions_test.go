@@ -363,6 +363,25 @@ func TestALargeUnpartitionedChangesIsRefusedThenAttachedOnlineByPartitionChanges
 	if got := partitionNames(t, dsn); !slices.Contains(got, "changes_legacy") {
 		t.Errorf("partitions %v lack changes_legacy", got)
 	}
+	// Every index of the parent is one of those built concurrently on the old table,
+	// attached by the migrations after 012 rather than built again under their lock: an
+	// index CREATE INDEX on the parent builds on a partition is named <partition>_…_idx.
+	conn, err := pgx.Connect(testCtx(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(testCtx(t))
+	var legacy []string
+	if err := conn.QueryRow(testCtx(t), `SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}')
+		  FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+		 WHERE x.indrelid = 'kube_cdc.changes_legacy'::regclass`).Scan(&legacy); err != nil {
+		t.Fatal(err)
+	}
+	for _, ix := range legacy {
+		if strings.HasSuffix(ix, "_idx") {
+			t.Errorf("changes_legacy has index %s, built by a migration under its lock, not beforehand (all: %v)", ix, legacy)
+		}
+	}
 	// Run again: nothing to do.
 	if applied, err := PartitionChanges(testCtx(t), dsn, "kube_cdc", nil); err != nil || len(applied) != 0 {
 		t.Errorf("PartitionChanges again: applied %v, error %v; want nothing", applied, err)
