@@ -18,8 +18,8 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
