@@ -337,3 +337,40 @@ func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t
 		t.Errorf("the new change's actor after retention: %+v, want e-new exact", got[0])
 	}
 }
+
+// After a time travel an RV is issued again for another change: each change joins the
+// event of its own epoch, the new history's one even when it completed before the epoch
+// was detected (migration 017).
+func TestChangeActorsJoinsWithinTheChangesEpoch(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-10 * time.Minute).UTC()
+	var ids []int64
+	for _, c := range []struct {
+		epoch int
+		at    time.Time
+	}{{0, t0}, {1, t0.Add(2 * time.Minute)}} {
+		var id int64
+		if err := conn.QueryRow(ctx, `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid,
+			resource_version, op, object, observed_at, epoch) VALUES ($1, '', 'configmaps', 'ns', 'c', 'u1', 10, 'update', '{"metadata":{}}', $2, $3)
+			RETURNING id`, cluster, c.at, c.epoch).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if c.epoch == 0 {
+			// Found two minutes after the restore, which came a minute after t0.
+			if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.epochs (cluster, sink, api_group, resource, scope, epoch, reason,
+				checkpoint_rv, list_rv, detected_at) VALUES ($1, 'warehouse', '', 'configmaps', '', 1, 'list-below-checkpoint', 12, 9, $2)`,
+				cluster, t0.Add(2*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := store.Store(ctx, []audit.Event{
+		withRV(ev("old", "update", "c", "dev-old", t0.Add(-time.Millisecond)), 10, "u1"),
+		withRV(ev("new", "update", "c", "dev-new", t0.Add(90*time.Second)), 10, "u1"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "epochs", actorsOf(t, conn, ids), "dev-old exact", "dev-new exact")
+}
