@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Audit configures the audit receiver: the apiserver's audit events (audit.k8s.io/v1),
 // joined to changes to name who made each (internal/audit, the view change_actors).
@@ -59,7 +62,7 @@ func (c *Config) validateAudit() error {
 	}
 	if c.Audit.LogFile.Path != "" {
 		if _, err := c.AuditSink(); err != nil {
-			return keyErrorf("audit.sink", "%v", err)
+			return keyErrorf("audit.sink", "%s", reason(err))
 		}
 	}
 	w := c.Audit.Webhook
@@ -91,9 +94,18 @@ func (c *Config) validateAudit() error {
 	// The files are read by run and check (which say FAIL naming the key), not here: a
 	// config is valid where the files are not mounted (a laptop rendering the chart's).
 	if _, err := c.AuditSink(); err != nil {
-		return keyErrorf("audit.sink", "%v", err)
+		return keyErrorf("audit.sink", "%s", reason(err))
 	}
 	return nil
+}
+
+// reason is err's message without the "config: " of an *Error.
+func reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Msg
+	}
+	return err.Error()
 }
 
 // AuditSink is the PostgreSQL sink whose database stores audit events: audit.sink's, or
@@ -105,6 +117,11 @@ func (c *Config) AuditSink() (Sink, error) {
 		}
 	}
 	if c.Audit.Sink != "" {
+		for _, s := range c.Sinks {
+			if s.Name == c.Audit.Sink {
+				return Sink{}, errorf("sink %q is a %s sink: audit events are stored in a postgres sink's database", s.Name, s.Type)
+			}
+		}
 		return Sink{}, errorf("no postgres sink named %q: audit events are stored in a postgres sink's database", c.Audit.Sink)
 	}
 	return Sink{}, errorf("the audit receiver stores events in a postgres sink's database, and no postgres sink is configured")

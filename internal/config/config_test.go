@@ -608,6 +608,9 @@ func TestTheAuditReceiverNeedsTLSAnAuthenticationAndAPostgresSink(t *testing.T) 
 		{pg + "audit: {webhook: {listen: 'nohost', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.webhook.listen"},
 		{"audit: {webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.sink"},
 		{pg + "audit: {sink: other, webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.sink"},
+		{"sinks: [{name: out, type: stdout}, {name: warehouse, type: postgres, postgres: {dsn: 'postgres://x@localhost/db'}}]\n" +
+			"audit: {sink: out, webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.sink"},
+		{pg + "audit: {sink: other, logFile: {path: " + f + "}}", "audit.sink"},
 	} {
 		path := filepath.Join(dir, "c.yaml")
 		if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {

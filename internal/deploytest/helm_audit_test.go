@@ -131,3 +131,43 @@ func TestChartAuditReceiverHasAServiceACertificateAndAWebhookKubeconfigThatWork(
 		t.Error("the audit receiver is rendered by default")
 	}
 }
+
+// With audit.enabled, NOTES.txt tells what to pass the apiserver and where its kubeconfig
+// is; without, it says nothing of audit.
+func TestChartNotesTellWhatToPassTheApiserverWhenTheAuditReceiverIsOn(t *testing.T) {
+	sinks := []any{map[string]any{"name": "warehouse", "type": "postgres", "postgres": map[string]any{"dsn": "postgres://x@db/cmdb"}}}
+	r, err := renderValues(t, map[string]any{"audit": map[string]any{"enabled": true}, "config": map[string]any{"sinks": sinks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Service\nobservability/cdc-kube-cdc-audit (port 8443)",
+		"--audit-policy-file=", "--audit-webhook-config-file=", "--audit-webhook-mode=batch",
+		"--audit-webhook-batch-max-wait=", "--audit-webhook-initial-backoff=",
+		"server https://cdc-kube-cdc-audit.observability.svc:8443/audit",
+		`kubectl -n observability get secret cdc-kube-cdc-audit -o jsonpath='{.data.webhook\.kubeconfig}' | base64 -d`,
+		"/kube-cdc check -c /etc/kube-cdc/config.yaml",
+	} {
+		if !strings.Contains(r.notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, r.notes)
+		}
+	}
+	// The Secret's key named in NOTES is the one the chart renders.
+	if sec := into[corev1.Secret](t, r, "Secret", "cdc-kube-cdc-audit"); len(sec.Data["webhook.kubeconfig"]) == 0 {
+		t.Error("the audit Secret has no webhook.kubeconfig")
+	}
+	// An existing Secret of the user's: its name, and the URL given.
+	r, err = renderValues(t, map[string]any{"audit": map[string]any{"enabled": true, "existingSecret": "mine", "url": "https://10.0.0.9:30443/audit"},
+		"config": map[string]any{"sinks": sinks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"server https://10.0.0.9:30443/audit", "Secret observability/mine"} {
+		if !strings.Contains(r.notes, want) {
+			t.Errorf("NOTES with existingSecret lack %q:\n%s", want, r.notes)
+		}
+	}
+	if def := render(t, ""); strings.Contains(def.notes, "audit") {
+		t.Errorf("NOTES mention audit with audit.enabled off:\n%s", def.notes)
+	}
+}

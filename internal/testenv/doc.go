@@ -9,7 +9,8 @@
 // cluster settles), for tests and benchmarks that need the changes a real cluster makes.
 //
 // Auditing (kube_audit.go): KubeOptions.Audit starts the apiserver with an audit policy and
-// the webhook backend in batch mode (a short batch wait, so tests see events quickly);
+// the webhook backend in batch mode (a short batch wait, so tests see events quickly;
+// AuditWebhook.RetryFor: how long the apiserver re-sends a batch the receiver failed);
 // NewAuditTLS makes the receiver's serving and the apiserver's client certificates. Every
 // Kube knows three people by static tokens (TokenUsers, TokenUser), who may impersonate;
 // ClusterOptions.ServiceAccountCredentials runs each controller as its own ServiceAccount.

@@ -103,8 +103,33 @@ type AuditWebhook struct {
 	// quickly (the apiserver's default is 30s).
 	BatchMaxWait time.Duration
 	// InitialBackoff is --audit-webhook-initial-backoff, the wait before the first retry of
-	// a failed batch. Default 500ms (the apiserver's default is 10s).
+	// a failed batch. Default 500ms (the apiserver's default is 10s), or what RetryFor
+	// asks for.
 	InitialBackoff time.Duration
+	// RetryFor, when InitialBackoff is not set, sets it so that the apiserver keeps
+	// re-sending a failed batch for at least this long after its first attempt
+	// (AuditWebhookInitialBackoffFor): a receiver down for less than that, and back,
+	// receives every batch sent while it was down.
+	RetryFor time.Duration
+}
+
+// The apiserver's webhook backend makes 5 attempts at a batch, each in a goroutine of its
+// own, waiting b, 1.5b, 2.25b and 3.375b between them (b: --audit-webhook-initial-backoff,
+// each wait plus up to 20% of jitter; k8s.io/apiserver/pkg/util/webhook,
+// DefaultRetryBackoffWithInitialDelay), then drops the batch: its last attempt comes
+// 8.125b to 9.75b after its first.
+const auditRetrySpan = 1 + 1.5 + 2.25 + 3.375
+
+// AuditWebhookRetryCover is how long, at least, the apiserver keeps re-sending a failed
+// batch after its first attempt, with --audit-webhook-initial-backoff=initialBackoff.
+func AuditWebhookRetryCover(initialBackoff time.Duration) time.Duration {
+	return time.Duration(float64(initialBackoff) * auditRetrySpan)
+}
+
+// AuditWebhookInitialBackoffFor is the --audit-webhook-initial-backoff that makes the
+// apiserver re-send a failed batch for at least cover (AuditWebhookRetryCover).
+func AuditWebhookInitialBackoffFor(cover time.Duration) time.Duration {
+	return time.Duration(float64(cover)/auditRetrySpan).Round(time.Millisecond) + time.Millisecond
 }
 
 // auditArgs writes the policy and the webhook kubeconfig into dir and returns the flags.
@@ -137,7 +162,11 @@ func auditArgs(dir string, a *AuditOptions) ([]string, error) {
 		wait = 100 * time.Millisecond
 	}
 	backoff := w.InitialBackoff
-	if backoff <= 0 {
+	switch {
+	case backoff > 0:
+	case w.RetryFor > 0:
+		backoff = AuditWebhookInitialBackoffFor(w.RetryFor)
+	default:
 		backoff = 500 * time.Millisecond
 	}
 	return append(args,

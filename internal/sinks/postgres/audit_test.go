@@ -273,3 +273,104 @@ func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
 		t.Errorf("%d events stored, %v; want 1", n, err)
 	}
 }
+
+func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t *testing.T) {
+	ctx := testCtx(t)
+	s, dsn := newSink(t, Options{})
+	store, err := NewAuditStore(ctx, cluster, Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	conn := connect(t, dsn)
+	now := time.Now().UTC()
+	ids := insertChanges(t, conn,
+		row{"old", "u1", 10, "create", now.Add(-2 * time.Hour), ""},
+		row{"new", "u2", 20, "create", now, ""},
+	)
+	if err := store.Store(ctx, []audit.Event{
+		withRV(ev("e-old", "create", "old", "dev-a", now.Add(-2*time.Hour)), 10, "u1"),
+		withRV(ev("e-margin", "update", "new", "dev-b", now.Add(-time.Hour-30*time.Second)), 19, "u2"),
+		withRV(ev("e-new", "create", "new", "dev-c", now), 20, "u2"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Received when they were made; more old ones than a chunk, and another cluster's.
+	if _, err := conn.Exec(ctx, `UPDATE kube_cdc.audit_events SET received_at = stage_at`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.audit_events (audit_id, cluster, verb, api_group, resource, namespace,
+		name, username, code, request_at, stage_at, received_at)
+		SELECT 'filler-' || i, CASE WHEN i = 0 THEN 'elsewhere' ELSE $1 END, 'update', '', 'configmaps', 'ns', 'f', 'dev-f', 200,
+		       $2::timestamptz, $2::timestamptz, $2::timestamptz
+		  FROM generate_series(0, $3::int) i`, cluster, now.Add(-90*time.Minute), retentionChunk+5); err != nil {
+		t.Fatal(err)
+	}
+	if got := actorsOf(t, conn, ids); got[0].auditID != "e-old" || got[1].auditID != "e-new" {
+		t.Fatalf("actors before retention: %+v", got)
+	}
+
+	res, err := s.Retain(ctx, now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// e-old and the filler of this cluster; not another cluster's, not one within the
+	// margin of the cutoff, not a new one.
+	if want := int64(retentionChunk + 6); res.AuditEvents != want {
+		t.Errorf("retention deleted %d audit events, want %d", res.AuditEvents, want)
+	}
+	rows, err := conn.Query(ctx, `SELECT audit_id FROM kube_cdc.audit_events ORDER BY audit_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"e-margin", "e-new", "filler-0"}; fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Errorf("%d audit events left (%v…), want %v", len(left), left[:min(len(left), 6)], want)
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM kube_cdc.changes WHERE name = 'old'`); n != 0 {
+		t.Errorf("the old change is still there")
+	}
+	if got := actorsOf(t, conn, ids[1:]); got[0].auditID != "e-new" || got[0].match != "exact" {
+		t.Errorf("the new change's actor after retention: %+v, want e-new exact", got[0])
+	}
+}
+
+// After a time travel an RV is issued again for another change: each change joins the
+// event of its own epoch, the new history's one even when it completed before the epoch
+// was detected (migration 017).
+func TestChangeActorsJoinsWithinTheChangesEpoch(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-10 * time.Minute).UTC()
+	var ids []int64
+	for _, c := range []struct {
+		epoch int
+		at    time.Time
+	}{{0, t0}, {1, t0.Add(2 * time.Minute)}} {
+		var id int64
+		if err := conn.QueryRow(ctx, `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid,
+			resource_version, op, object, observed_at, epoch) VALUES ($1, '', 'configmaps', 'ns', 'c', 'u1', 10, 'update', '{"metadata":{}}', $2, $3)
+			RETURNING id`, cluster, c.at, c.epoch).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if c.epoch == 0 {
+			// Found two minutes after the restore, which came a minute after t0.
+			if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.epochs (cluster, sink, api_group, resource, scope, epoch, reason,
+				checkpoint_rv, list_rv, detected_at) VALUES ($1, 'warehouse', '', 'configmaps', '', 1, 'list-below-checkpoint', 12, 9, $2)`,
+				cluster, t0.Add(2*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := store.Store(ctx, []audit.Event{
+		withRV(ev("old", "update", "c", "dev-old", t0.Add(-time.Millisecond)), 10, "u1"),
+		withRV(ev("new", "update", "c", "dev-new", t0.Add(90*time.Second)), 10, "u1"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "epochs", actorsOf(t, conn, ids), "dev-old exact", "dev-new exact")
+}

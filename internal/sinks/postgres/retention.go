@@ -50,8 +50,9 @@ func (s *Sink) maybeRetain() {
 			s.log.Warn("retention: delete old changes", "sink", s.name, "error", err)
 			return
 		}
-		if res.Deleted > 0 || len(res.Dropped) > 0 {
-			s.log.Info("retention: removed old changes", "sink", s.name, "rows", res.Deleted, "partitions dropped", res.Dropped)
+		if res.Deleted > 0 || len(res.Dropped) > 0 || res.AuditEvents > 0 {
+			s.log.Info("retention: removed old changes", "sink", s.name, "rows", res.Deleted, "partitions dropped", res.Dropped,
+				"audit events", res.AuditEvents)
 		}
 	}()
 }
@@ -60,6 +61,8 @@ func (s *Sink) maybeRetain() {
 type RetentionResult struct {
 	Dropped []string // partitions dropped whole
 	Deleted int64    // rows deleted one by one (boundary partitions, shared ones, the default)
+	// AuditEvents is how many of the cluster's audit events (migration 014) were deleted.
+	AuditEvents int64
 }
 
 // DeleteExpiredChanges is Retain, returning only the rows it deleted one by one.
@@ -81,6 +84,10 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 //     default one, the cluster's rows before cutoff are deleted in chunks, so no
 //     statement holds locks for long.
 //
+// Then the cluster's audit events received before cutoff less auditRetentionMargin go
+// too (retainAuditEvents); with opts.RetentionByPartition, before the start of the
+// boundary month instead, whose changes are kept.
+//
 // With opts.RetentionByPartition only the first rule applies (and rows in a shared
 // month that others still want are deleted): no boundary, legacy or default rows go.
 //
@@ -90,6 +97,7 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 // longer, and is tried again a few times, then at the next run.
 func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, error) {
 	var res RetentionResult
+	auditCutoff := cutoff
 	if err := s.dropDetached(ctx); err != nil {
 		return res, err
 	}
@@ -112,7 +120,11 @@ func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, e
 			}
 		}
 		if s.opts.RetentionByPartition && (p.upper == nil || p.upper.After(cutoff)) {
-			continue // only whole months go
+			// Only whole months go: the audit events of the changes kept stay too.
+			if p.lower != nil && p.lower.Before(auditCutoff) {
+				auditCutoff = *p.lower
+			}
+			continue
 		}
 		n, err := s.deleteRows(ctx, p, cutoff)
 		res.Deleted += n
@@ -120,7 +132,39 @@ func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, e
 			return res, err
 		}
 	}
-	return res, nil
+	n, err := s.retainAuditEvents(ctx, auditCutoff.Add(-auditRetentionMargin))
+	res.AuditEvents = n
+	return res, err
+}
+
+// auditRetentionMargin is how much longer than changes audit events are kept: the
+// nearest join looks a minute either side of a change (migration 014), so a change
+// observed just after the cutoff keeps the event that made it.
+const auditRetentionMargin = time.Minute
+
+// retainAuditEvents deletes the cluster's audit events received before cutoff, in
+// chunks. By received_at, kube-cdc's clock as changes' observed_at is (not the
+// apiserver's stage_at): an event arrives within seconds of the change it made, and
+// received_at is indexed. The changes they joined are older than the cutoff and are
+// deleted too. A role without the privilege to delete them (the receiver may write
+// with another) is logged, and the changes' retention stands.
+func (s *Sink) retainAuditEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, s.sql.retentionAudit, s.cluster, cutoff, retentionChunk)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+			s.log.Warn("retention: no privilege to delete old audit events; they are kept", "sink", s.name, "error", pgErr.Message)
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("delete old audit events: %w", classify(err, s.password))
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < retentionChunk {
+			return total, nil
+		}
+	}
 }
 
 // partition is one partition of changes and its range; nil bounds are MINVALUE or

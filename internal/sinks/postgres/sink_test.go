@@ -680,7 +680,7 @@ func TestTheContractColumnsExist(t *testing.T) {
 		"objects":     "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,labels,object,changed_by,created_at,updated_at,deleted_at,delete_inferred,delete_reason,epoch,object_xmin,object_hash",
 		"changes":     "id,cluster,api_group,resource,namespace,name,uid,resource_version,op,inferred,snapshot,object,changed_by,observed_at,reason,epoch",
 		"checkpoints": "cluster,sink,api_group,resource,scope,resource_version,updated_at,epoch,cluster_uid",
-		"epochs":      "cluster,sink,api_group,resource,scope,epoch,reason,checkpoint_rv,list_rv,namespace,name,held_rv,detected_at",
+		"epochs":      "cluster,sink,api_group,resource,scope,epoch,reason,checkpoint_rv,list_rv,namespace,name,held_rv,detected_at,began_after",
 		"quarantine": "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,op,inferred,snapshot," +
 			"changed_by,observed_at,reason,sqlstate,raw,quarantined_at,resolved_at,resolved_rv,epoch",
 	}

@@ -61,7 +61,7 @@ func drifted(p string) string {
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status          string
 	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions string
-	detached                                                                                        string
+	detached, retentionAudit                                                                        string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                              string
 	scopes, forgetScopes                                                                            string
 }
@@ -239,6 +239,10 @@ func newStatements(schema string) statements {
 		detached: `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition
 			  AND obj_description(c.oid, 'pg_class') = ` + detachedMark,
+		// $1 cluster, $2 cutoff, $3 chunk. The cluster's audit events received before the
+		// cutoff (retention.go, retainAuditEvents), by the received_at index.
+		retentionAudit: fmt.Sprintf(`DELETE FROM %[1]s.audit_events WHERE audit_id = ANY (ARRAY(
+				SELECT audit_id FROM %[1]s.audit_events WHERE received_at < $2 AND cluster = $1 LIMIT $3))`, s),
 		// $1 cluster, $2 its retention (NULL: forever).
 		recordRetention: fmt.Sprintf(`INSERT INTO %s.retention (cluster, keep, updated_at) VALUES ($1, $2, now())
 			ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep, updated_at = now()`, s),

@@ -1,0 +1,139 @@
+-- The actor join knows epochs (006_epochs). After an etcd restore (or a cluster rebuilt
+-- under the same name) the new history issues again the resource versions the old one
+-- had, for other changes: an audit event of the old history that answered RV X on a key
+-- would be joined exactly to the new history's change at RV X on that key. So an event
+-- joins a change of epoch N only if it completed (stageTimestamp) after epoch N began,
+-- and before epoch N+1 did.
+--
+-- When an epoch began: not when kube-cdc detected it (detected_at), which may be long
+-- after the restore; the new history's writes in between (their events received, or
+-- re-sent by the apiserver, before or after the detection) belong to it. The restore came
+-- after the last change kube-cdc observed of the old history, so an epoch begins, for a
+-- resource, at the newest observed_at of the resource's changes of the epochs before
+-- it (at most detected_at): every old event kube-cdc saw the change of completed by
+-- then, every new one after. Recorded once, when the epochs row is written, so the join
+-- reads one small row. Old events whose changes kube-cdc never observed (written while it
+-- was not streaming, then lost to the restore) are not told apart; nor are events if the
+-- apiserver's clock and kube-cdc's differ by more than the time between kube-cdc's last
+-- observation and the restore.
+ALTER TABLE epochs ADD COLUMN began_after timestamptz;
+
+CREATE FUNCTION epochs_began_after() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF NEW.began_after IS NULL THEN
+        NEW.began_after := least(NEW.detected_at,
+            (SELECT max(c.observed_at) FROM changes c
+              WHERE c.cluster = NEW.cluster AND c.api_group = NEW.api_group AND c.resource = NEW.resource
+                AND c.epoch < NEW.epoch));
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER epochs_began_after BEFORE INSERT ON epochs
+    FOR EACH ROW EXECUTE FUNCTION epochs_began_after();
+
+-- The epochs found before this migration.
+UPDATE epochs p SET began_after = least(p.detected_at,
+    (SELECT max(c.observed_at) FROM changes c
+      WHERE c.cluster = p.cluster AND c.api_group = p.api_group AND c.resource = p.resource AND c.epoch < p.epoch));
+
+-- change_actors as in 014_actors, each branch within the change's epoch.
+CREATE OR REPLACE VIEW change_actors AS
+SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a.audit_id, a.verb,
+       a.subresource, a.match, a.distance, a.user_uid, a.groups, a.source_ips, a.request_at
+  FROM changes c
+  CROSS JOIN LATERAL (
+        SELECT x.* FROM (
+            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
+                    'exact'::text AS match, NULL::interval AS distance, e.user_uid, e.groups, e.source_ips,
+                    e.request_at, 0 AS rank
+               FROM audit_events e
+              WHERE e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
+                AND e.namespace = c.namespace
+                -- Within the change's epoch, by the apiserver's clock: completed after
+                -- the epoch began and not after the next one did.
+                AND e.stage_at > coalesce((SELECT max(p.began_after) FROM epochs p
+                                          WHERE c.epoch > 0 AND p.cluster = c.cluster AND p.api_group = c.api_group
+                                            AND p.resource = c.resource AND p.epoch = c.epoch), '-infinity')
+                AND e.stage_at <= coalesce((SELECT min(p.began_after) FROM epochs p
+                                          WHERE p.cluster = c.cluster AND p.api_group = c.api_group
+                                            AND p.resource = c.resource AND p.epoch = c.epoch + 1), 'infinity')
+                AND ((e.name = c.name AND e.response_rv = c.resource_version AND NOT c.inferred)
+                  OR (c.op = 'delete' AND e.name = c.name AND e.verb = 'delete' AND e.response_rv IS NULL
+                      AND e.response_uid = c.uid AND c.uid <> '')
+                  OR (c.op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND c.uid = ANY (e.deleted_uids)))
+              ORDER BY e.request_at, e.audit_id
+              LIMIT 1)
+          UNION ALL
+            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
+                    'nearest'::text, abs_interval(e.stage_at - c.observed_at), e.user_uid, e.groups, e.source_ips,
+                    e.request_at, 1
+               FROM (SELECT ub.*,
+                            -- The DELETEs that made those deletes, by the apiserver's clock.
+                            (SELECT d.request_at FROM audit_events d
+                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
+                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.prev_delete_at - interval '1 minute' AND ub.prev_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.prev_delete_at) LIMIT 1) AS prev_delete_request_at,
+                            (SELECT d.stage_at FROM audit_events d
+                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
+                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.next_delete_at - interval '1 minute' AND ub.next_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.next_delete_at) LIMIT 1) AS next_delete_stage_at
+                       FROM (SELECT
+                              -- The uid's lifetime on the key: after the delete of the uid
+                              -- before it, before its own delete (as kube-cdc observed them).
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
+                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid <> c.uid AND o.op = 'delete'
+                                  AND o.resource_version < c.resource_version
+                                ORDER BY o.resource_version DESC LIMIT 1) AS prev_delete_at,
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
+                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid = c.uid AND o.op = 'delete'
+                                  AND o.resource_version > c.resource_version
+                                ORDER BY o.resource_version LIMIT 1) AS next_delete_at) ub) b
+               JOIN audit_events e
+                 ON e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
+                AND e.namespace = c.namespace AND e.name = c.name
+              WHERE e.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute'
+                -- Within the change's epoch, by the apiserver's clock: completed after
+                -- the epoch began and not after the next one did.
+                AND e.stage_at > coalesce((SELECT max(p.began_after) FROM epochs p
+                                          WHERE c.epoch > 0 AND p.cluster = c.cluster AND p.api_group = c.api_group
+                                            AND p.resource = c.resource AND p.epoch = c.epoch), '-infinity')
+                AND e.stage_at <= coalesce((SELECT min(p.began_after) FROM epochs p
+                                          WHERE p.cluster = c.cluster AND p.api_group = c.api_group
+                                            AND p.resource = c.resource AND p.epoch = c.epoch + 1), 'infinity')
+                AND CASE c.op
+                      WHEN 'create' THEN e.verb IN ('create', 'update', 'patch') AND e.response_rv IS NULL
+                      WHEN 'update' THEN (e.verb IN ('update', 'patch') AND e.response_rv IS NULL)
+                                      OR (e.verb = 'delete' AND (e.response_rv IS NULL OR e.response_rv > c.resource_version)
+                                          AND c.object -> 'metadata' ? 'deletionTimestamp')
+                      ELSE e.verb = 'delete' AND e.response_rv IS NULL AND e.response_uid = ''
+                    END
+                -- Never across uids: never an event naming another uid, and never one
+                -- outside the uid's lifetime on the key. kube-cdc observes changes later
+                -- than the apiserver answers (a burst, a loaded host), so the lifetime is
+                -- bounded by the apiserver's clock where the DELETEs were audited: a write
+                -- of this uid was received after the DELETE of the one before it was, and
+                -- before its own DELETE completed. Where they were not, by when kube-cdc
+                -- observed the deletes, which leaves out more, never less.
+                AND e.object_uid IN ('', c.uid) AND e.response_uid IN ('', c.uid)
+                AND (b.prev_delete_at IS NULL
+                     OR CASE WHEN b.prev_delete_request_at IS NOT NULL THEN e.request_at >= b.prev_delete_request_at
+                             ELSE e.stage_at > b.prev_delete_at END)
+                AND (b.next_delete_at IS NULL OR e.verb = 'delete'
+                     OR CASE WHEN b.next_delete_stage_at IS NOT NULL THEN e.request_at < b.next_delete_stage_at
+                             ELSE e.request_at < b.next_delete_at END)
+              ORDER BY abs_interval(e.stage_at - c.observed_at), e.audit_id
+              LIMIT 1)
+        ) x
+        -- No ORDER BY: the Append runs the exact branch first and stops at its row, so the
+        -- nearest branch costs nothing where the join is exact.
+        LIMIT 1
+  ) a;
