@@ -180,6 +180,8 @@ SELECT h.id, h.cluster, h.observed_at, h.op, h.resource_version, h.uid, h.change
            AND c.cluster = ANY (CASE WHEN $4 IS NULL THEN ARRAY(SELECT DISTINCT k.cluster FROM checkpoints k)
                                      ELSE ARRAY[$4] END)
         WINDOW w AS (PARTITION BY c.cluster ORDER BY c.id)) h
-  LEFT JOIN change_actors a ON a.change_id = h.id
+  -- Per version, LIMIT 1: the view is evaluated for this object's rows only.
+  LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.match FROM change_actors x
+                      WHERE x.change_id = h.id LIMIT 1) a ON true
  ORDER BY h.id
 $$;

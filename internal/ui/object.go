@@ -59,7 +59,9 @@ func (s *Server) versions(ctx context.Context, cluster, group, resource, namespa
 	cols, join := "'', '', ''", ""
 	if actors {
 		cols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
-		join = fmt.Sprintf("LEFT JOIN %s.change_actors a ON a.change_id = h.id", s.schema)
+		// Per row, LIMIT 1: the view is evaluated for the rows shown only (joined plainly,
+		// the planner may compute it for every change first).
+		join = fmt.Sprintf("LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM %s.change_actors x WHERE x.change_id = h.id LIMIT 1) a ON true", s.schema)
 	}
 	rows, err := s.o.Pool.Query(ctx, fmt.Sprintf(versionsSQL, s.schema, cols, join), cluster, group, resource, namespace, name)
 	if err != nil {

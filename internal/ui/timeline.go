@@ -161,7 +161,9 @@ func (f filter) where(cluster string, actors bool, keyset bool, args *[]any) str
 		conds = append(conds, "NOT c.inferred", "NOT c.snapshot")
 	}
 	if f.User != "" && actors {
-		conds = append(conds, "EXISTS (SELECT 1 FROM %[1]s.change_actors a WHERE a.change_id = c.id AND a.username = "+arg(f.User)+")")
+		// A scalar subquery with LIMIT: evaluated per row scanned, never the view over
+		// every change (an EXISTS may become a semi-join that computes it all).
+		conds = append(conds, "(SELECT a.username FROM %[1]s.change_actors a WHERE a.change_id = c.id LIMIT 1) = "+arg(f.User))
 	}
 	if keyset && f.Before > 0 {
 		conds = append(conds, "(c.observed_at, c.id) < ("+arg(f.BeforeAt)+", "+arg(f.Before)+")")
@@ -189,14 +191,17 @@ func (s *Server) feed(ctx context.Context, cluster string, f filter, actors bool
 	actorCols, actorJoin := "'', '', ''", ""
 	if actors {
 		actorCols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
-		actorJoin = "LEFT JOIN %[1]s.change_actors a ON a.change_id = c.id"
+		// The page first, then its rows' actors, one lookup each: joined plainly, the
+		// planner may compute the view for every change of the range.
+		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM %[1]s.change_actors x WHERE x.change_id = c.id LIMIT 1) a ON true"
 	}
 	sql := fmt.Sprintf(`SELECT c.id, c.observed_at, c.api_group, c.resource, c.namespace, c.name, c.uid, c.resource_version,
 		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, `+actorCols+`
-		  FROM %[1]s.changes c `+actorJoin+`
-		 WHERE `+where+`
-		 ORDER BY c.observed_at DESC, c.id DESC
-		 LIMIT `+strconv.Itoa(s.o.PageSize+1), s.schema)
+		  FROM (SELECT * FROM %[1]s.changes c
+		         WHERE `+where+`
+		         ORDER BY c.observed_at DESC, c.id DESC
+		         LIMIT `+strconv.Itoa(s.o.PageSize+1)+`) c `+actorJoin+`
+		 ORDER BY c.observed_at DESC, c.id DESC`, s.schema)
 	rows, err := s.o.Pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("read the feed: %w", err)

@@ -75,7 +75,10 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 	actorJoin := "LEFT JOIN (SELECT NULL::bigint AS change_id, NULL AS username, NULL AS impersonator, NULL AS user_agent, " +
 		"NULL AS verb, NULL AS subresource, NULL AS audit_id, NULL AS match, NULL::interval AS distance) a ON false"
 	if actors {
-		actorJoin = "LEFT JOIN " + schema + ".change_actors a ON a.change_id = h.id"
+		// Per version, LIMIT 1: the view is evaluated for this object's rows only (joined
+		// plainly, the planner may compute it for every change first).
+		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.verb, x.subresource, x.audit_id, x.match, x.distance FROM " +
+			schema + ".change_actors x WHERE x.change_id = h.id LIMIT 1) a ON true"
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(historySQL, schema, actorJoin),
 		s.cluster, q.Group, q.Resource, q.Namespace, q.Name, since)
