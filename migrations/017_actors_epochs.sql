@@ -41,10 +41,14 @@ UPDATE epochs p SET began_after = least(p.detected_at,
     (SELECT max(c.observed_at) FROM changes c
       WHERE c.cluster = p.cluster AND c.api_group = p.api_group AND c.resource = p.resource AND c.epoch < p.epoch));
 
--- change_actors as in 014_actors, each branch within the change's epoch.
+-- change_actors as in 014_actors, each branch within the change's epoch, and with the
+-- change's observed_at (change_observed_at): a reader that looks up one change names it
+-- too, so only that change's month is read (changes is partitioned by observed_at; id
+-- alone probes every month).
 CREATE OR REPLACE VIEW change_actors AS
 SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a.audit_id, a.verb,
-       a.subresource, a.match, a.distance, a.user_uid, a.groups, a.source_ips, a.request_at
+       a.subresource, a.match, a.distance, a.user_uid, a.groups, a.source_ips, a.request_at,
+       c.observed_at AS change_observed_at
   FROM changes c
   CROSS JOIN LATERAL (
         SELECT x.* FROM (
@@ -146,3 +150,35 @@ SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a
         -- nearest branch costs nothing where the join is exact.
         LIMIT 1
   ) a;
+
+-- history() as in 014_actors, looking each version's actor up in its own month only.
+CREATE OR REPLACE FUNCTION history(resource text, namespace text, name text, cluster text DEFAULT NULL)
+RETURNS TABLE (id bigint, cluster text, observed_at timestamptz, op text, rv bigint, uid text,
+               changed_by text, inferred boolean, reason text, snapshot boolean, changed text[],
+               username text, impersonator text, user_agent text, match text)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$
+SELECT h.id, h.cluster, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, h.reason,
+       h.snapshot,
+       CASE WHEN h.object IS NOT NULL
+            THEN array_remove(changed_paths(coalesce(h.previous, '{}'), h.object), '/metadata/resourceVersion')
+       END,
+       a.username, a.impersonator, a.user_agent, a.match
+  FROM (SELECT c.id, c.cluster, c.observed_at, c.op, c.resource_version, c.uid, c.changed_by, c.inferred,
+               c.reason, c.snapshot, c.object,
+               CASE WHEN lag(c.op) OVER w <> 'delete' AND (lag(c.uid) OVER w = c.uid OR '' IN (c.uid, lag(c.uid) OVER w))
+                    THEN lag(c.object) OVER w END AS previous
+          FROM changes c
+         WHERE c.resource = split_part($1, '.', 1)
+           AND c.api_group = CASE WHEN strpos($1, '.') > 0 THEN substr($1, strpos($1, '.') + 1) ELSE '' END
+           AND c.namespace = $2 AND c.name = $3
+           AND c.cluster = ANY (CASE WHEN $4 IS NULL THEN ARRAY(SELECT DISTINCT k.cluster FROM checkpoints k)
+                                     ELSE ARRAY[$4] END)
+        WINDOW w AS (PARTITION BY c.cluster ORDER BY c.id)) h
+  -- Per version, LIMIT 1: the view is evaluated for this object's rows only.
+  LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.match FROM change_actors x
+                      WHERE x.change_id = h.id
+                        AND x.change_observed_at = h.observed_at LIMIT 1) a ON true
+ ORDER BY h.id
+$$;

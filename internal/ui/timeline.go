@@ -163,7 +163,7 @@ func (f filter) where(cluster string, actors bool, keyset bool, args *[]any) str
 	if f.User != "" && actors {
 		// A scalar subquery with LIMIT: evaluated per row scanned, never the view over
 		// every change (an EXISTS may become a semi-join that computes it all).
-		conds = append(conds, "(SELECT a.username FROM %[1]s.change_actors a WHERE a.change_id = c.id LIMIT 1) = "+arg(f.User))
+		conds = append(conds, "(SELECT a.username FROM %[1]s.change_actors a WHERE a.change_id = c.id AND a.change_observed_at = c.observed_at LIMIT 1) = "+arg(f.User))
 	}
 	if keyset && f.Before > 0 {
 		conds = append(conds, "(c.observed_at, c.id) < ("+arg(f.BeforeAt)+", "+arg(f.Before)+")")
@@ -193,7 +193,7 @@ func (s *Server) feed(ctx context.Context, cluster string, f filter, actors bool
 		actorCols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
 		// The page first, then its rows' actors, one lookup each: joined plainly, the
 		// planner may compute the view for every change of the range.
-		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM %[1]s.change_actors x WHERE x.change_id = c.id LIMIT 1) a ON true"
+		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM %[1]s.change_actors x WHERE x.change_id = c.id AND x.change_observed_at = c.observed_at LIMIT 1) a ON true"
 	}
 	sql := fmt.Sprintf(`SELECT c.id, c.observed_at, c.api_group, c.resource, c.namespace, c.name, c.uid, c.resource_version,
 		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, `+actorCols+`

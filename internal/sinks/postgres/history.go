@@ -78,7 +78,7 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 		// Per version, LIMIT 1: the view is evaluated for this object's rows only (joined
 		// plainly, the planner may compute it for every change first).
 		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.verb, x.subresource, x.audit_id, x.match, x.distance FROM " +
-			schema + ".change_actors x WHERE x.change_id = h.id LIMIT 1) a ON true"
+			schema + ".change_actors x WHERE x.change_id = h.id AND x.change_observed_at = h.observed_at LIMIT 1) a ON true"
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(historySQL, schema, actorJoin),
 		s.cluster, q.Group, q.Resource, q.Namespace, q.Name, since)
