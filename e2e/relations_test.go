@@ -322,6 +322,22 @@ metrics:
 	if err := cs.AppsV1().ReplicaSets(ns).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The old pods may still be terminating (in the cluster, so in the views too) when the
+	// rollout has settled: compare once they are gone.
+	eventually(t, 90*time.Second, func() error {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, o := range oldPods {
+				if strings.Fields(o)[0] == p.Name {
+					return fmt.Errorf("pod %s of the deleted ReplicaSet %s still exists", p.Name, old)
+				}
+			}
+		}
+		return nil
+	})
 	addOwner()
 	converged("after the rollout")
 	for _, p := range oldPods {
