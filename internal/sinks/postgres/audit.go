@@ -116,11 +116,16 @@ func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(
 			}
 			var impersonator *string
 			if e.Impersonator != "" {
-				impersonator = &e.Impersonator
+				v := pgText(e.Impersonator)
+				impersonator = &v
 			}
-			b.Queue(q, e.AuditID, s.cluster, e.Verb, e.Group, e.Resource, e.Subresource, e.Namespace, e.Name,
-				e.ObjectUID, rv, e.ResponseUID, nonNil(e.DeletedUIDs), e.Username, e.UserUID, nonNil(e.Groups),
-				impersonator, e.UserAgent, nonNil(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
+			// What authenticators and clients say (an OIDC claim, a user agent) may hold a NUL
+			// byte or invalid UTF-8, which text cannot store: one such event would fail its
+			// whole batch, again at every re-send, until the apiserver dropped it.
+			b.Queue(q, pgText(e.AuditID), s.cluster, pgText(e.Verb), pgText(e.Group), pgText(e.Resource),
+				pgText(e.Subresource), pgText(e.Namespace), pgText(e.Name), pgText(e.ObjectUID), rv, pgText(e.ResponseUID),
+				pgTexts(e.DeletedUIDs), pgText(e.Username), pgText(e.UserUID), pgTexts(e.Groups), impersonator,
+				pgText(e.UserAgent), pgTexts(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
 		}
 		if b.Len() > 0 {
 			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
@@ -138,11 +143,13 @@ func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(
 	return nil
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// pgTexts is ss as a PostgreSQL text[] can hold it (pgText of each), never NULL.
+func pgTexts(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = pgText(s)
 	}
-	return s
+	return out
 }
 
 // JoinStats say how the join of audit events to changes went in a window of time.

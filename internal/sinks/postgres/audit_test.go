@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -373,4 +374,33 @@ func TestChangeActorsJoinsWithinTheChangesEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, "epochs", actorsOf(t, conn, ids), "dev-old exact", "dev-new exact")
+}
+
+// An event whose user, groups or user agent hold a NUL byte or invalid UTF-8 (an OIDC
+// claim may) is stored with U+FFFD in their place, and its batch with it: text cannot hold
+// them, and a failed batch would fail again at every re-send.
+func TestAnEventWithANULByteOrInvalidUTF8IsStoredWithItsBatch(t *testing.T) {
+	store, conn := actorsDB(t)
+	now := time.Now()
+	bad := ev("bad", "update", "cm", "dev\x00a", now)
+	bad.Groups = []string{"g\xff"}
+	bad.UserAgent = "agent\x00"
+	bad.Impersonator = "ops\x00"
+	good := ev("good", "update", "cm", "dev-b", now)
+	if err := store.Store(testCtx(t), []audit.Event{bad, good}); err != nil {
+		t.Fatalf("store: %v", err)
+	}
+	var users []string
+	var agent, impersonator, group string
+	if err := conn.QueryRow(testCtx(t), `SELECT array_agg(username ORDER BY audit_id),
+			max(user_agent) FILTER (WHERE audit_id = 'bad'), max(impersonator), max(groups[1]) FILTER (WHERE audit_id = 'bad')
+		FROM kube_cdc.audit_events`).Scan(&users, &agent, &impersonator, &group); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"dev\uFFFDa", "dev-b"}; !slices.Equal(users, want) {
+		t.Errorf("usernames %q, want %q", users, want)
+	}
+	if agent != "agent\uFFFD" || impersonator != "ops\uFFFD" || group != "g\uFFFD" {
+		t.Errorf("user agent %q, impersonator %q, group %q: want U+FFFD for the bad bytes", agent, impersonator, group)
+	}
 }
