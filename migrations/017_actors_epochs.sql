@@ -143,7 +143,16 @@ SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a
                              WHERE g.cluster = c.cluster AND g.api_group = c.api_group AND g.resource = c.resource
                                AND g.namespace = c.namespace AND g.name = c.name
                                AND g.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute')
-              ORDER BY abs_interval(e.stage_at - c.observed_at), e.audit_id
+              -- The change's own verb before a nearer other one: a create is made by a
+              -- create (a PATCH or PUT that creates is taken only where no CREATE is
+              -- near), an update by an update or a patch before the DELETE that set its
+              -- deletionTimestamp. kube-cdc observes a burst late, all at once, so the
+              -- write after the change can lie nearer its observation than the write
+              -- that made it.
+              ORDER BY CASE c.op WHEN 'create' THEN e.verb <> 'create'
+                                 WHEN 'update' THEN e.verb = 'delete'
+                                 ELSE false END,
+                       abs_interval(e.stage_at - c.observed_at), e.audit_id
               LIMIT 1)
         ) x
         -- No ORDER BY: the Append runs the exact branch first and stops at its row, so the

@@ -224,6 +224,27 @@ func TestChangeActorsNearestHoldsWhenKubeCDCObservedTheChangesLate(t *testing.T)
 	check(t, "late", actorsOf(t, conn, ids), "dev-a nearest", "dev-c nearest", "dev-b nearest")
 }
 
+func TestChangeActorsNearestPrefersTheChangesOwnVerbOverACloserWrite(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	// Created by dev-a and updated by dev-b 10 ms later, both observed 500 ms after the
+	// apiserver answered: dev-b's update lies nearer the create's observation than dev-a's
+	// create does, but a create is made by a create (CI saw the update's user on it).
+	late := t0.Add(500 * time.Millisecond)
+	ids := insertChanges(t, conn,
+		row{"v", "u1", 10, "create", late, ""},
+		row{"v", "u1", 11, "update", late.Add(time.Millisecond), ""},
+	)
+	if err := store.Store(ctx, []audit.Event{
+		ev("c1", "create", "v", "dev-a", t0),
+		ev("u1", "update", "v", "dev-b", t0.Add(10*time.Millisecond)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "verb", actorsOf(t, conn, ids), "dev-a nearest", "dev-b nearest")
+}
+
 func TestHistoryFunctionCarriesTheActor(t *testing.T) {
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
