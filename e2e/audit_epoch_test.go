@@ -16,7 +16,7 @@ import (
 
 // After an etcd restore the new history issues again the RVs the lost one had: the old
 // history's audit event that answered RV X on a key is not the actor of the new
-// history's change at RV X on that key (migration 017), and the new history's own event,
+// history's change at RV X on that key (migration 014), and the new history's own event,
 // written before kube-cdc found the restore, is.
 func TestAfterAnEtcdRestoreTheOldHistorysAuditEventIsNotTheActorOfTheNewChangeAtItsRV(t *testing.T) {
 	t.Parallel() // on a control plane of its own; see main_test.go

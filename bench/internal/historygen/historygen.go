@@ -13,10 +13,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/history"
 )
 
 // Options shape the history. Zero fields take the defaults in brackets.
@@ -107,7 +110,7 @@ func Generate(ctx context.Context, conn *pgx.Conn, schema string, o Options) (Re
 	t0 := time.Now()
 	src := newSource(o, start)
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{schema, "changes"},
-		[]string{"cluster", "api_group", "resource", "namespace", "name", "uid", "resource_version", "op", "object", "changed_by", "observed_at", "epoch"},
+		[]string{"cluster", "api_group", "resource", "namespace", "name", "uid", "resource_version", "op", "object", "changed_by", "observed_at", "epoch", "changed"},
 		src); err != nil {
 		return res, fmt.Errorf("copy changes: %w", err)
 	}
@@ -168,17 +171,33 @@ func (s *source) key(k int) (cluster, ns, name int) {
 	return k / (s.o.Namespaces * per), k / per % s.o.Namespaces, k % per
 }
 
-func (s *source) object(k int, rv int64) []byte {
+// document is key k's object at rv, as decoded JSON.
+func (s *source) document(k int, rv int64) map[string]any {
 	c, ns, name := s.key(k)
 	off := int(rv % 10)
-	m := map[string]any{
+	return map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": Object(name), "namespace": Namespace(ns), "uid": fmt.Sprintf("uid-%d-%d", c, k),
-			"resourceVersion": fmt.Sprint(rv), "labels": map[string]string{"app": fmt.Sprintf("app-%d", name%50), "tier": "web"}},
-		"data": map[string]string{"config.properties": s.pad[off:], "revision": fmt.Sprint(rv)},
+			"resourceVersion": fmt.Sprint(rv), "labels": map[string]any{"app": fmt.Sprintf("app-%d", name%50), "tier": "web"}},
+		"data": map[string]any{"config.properties": s.pad[off:], "revision": fmt.Sprint(rv)},
 	}
-	b, _ := json.Marshal(m)
+}
+
+func (s *source) object(k int, rv int64) []byte {
+	b, _ := json.Marshal(s.document(k, rv))
 	return b
+}
+
+// changed is what the sink stores in changes.changed for an update of key k from
+// version prev to rv (migration 017): the paths changed_paths lists, in its order.
+func (s *source) changed(k int, prev, rv int64) []string {
+	ops := history.JSONPatch(s.document(k, prev), s.document(k, rv))
+	paths := make([]string, len(ops))
+	for i, op := range ops {
+		paths[i] = op.Path
+	}
+	slices.Sort(paths)
+	return paths
 }
 
 func (s *source) Next() bool {
@@ -190,13 +209,16 @@ func (s *source) Next() bool {
 	c, ns, name := s.key(k)
 	s.rv++
 	op := "update"
-	if _, seen := s.latest[k]; !seen {
+	var changed []string // NULL for a create
+	if prev, seen := s.latest[k]; !seen {
 		op = "create"
+	} else {
+		changed = s.changed(k, prev, s.rv)
 	}
 	s.latest[k] = s.rv
 	at := s.start.Add(time.Duration(s.i+1) * s.step)
 	s.row = []any{Cluster(c), "", "configmaps", Namespace(ns), Object(name), fmt.Sprintf("uid-%d-%d", c, k), s.rv, op,
-		json.RawMessage(s.object(k, s.rv)), "kubectl/Update", at, int32(0)}
+		json.RawMessage(s.object(k, s.rv)), "kubectl/Update", at, int32(0), changed}
 	s.i++
 	return true
 }

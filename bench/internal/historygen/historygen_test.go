@@ -60,4 +60,17 @@ func TestGenerateFillsTheRealSchemaOverEveryClusterAndMonthAndKeepsItsIndexes(t 
 	if minSize < 1000 || maxSize > 2000 {
 		t.Errorf("objects of %d–%d bytes, want about 1.2 KB", minSize, maxSize)
 	}
+	// Every update carries the changed paths the sink would have stored (migration 017):
+	// changed_paths against the key's previous version, in its order; creates none.
+	var updates, stored, wrong int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE op = 'update'), count(changed),
+			count(*) FILTER (WHERE changed IS DISTINCT FROM CASE WHEN op = 'update' THEN kube_cdc.changed_paths(previous, object) END)
+		  FROM (SELECT op, object, changed, lag(object) OVER (PARTITION BY cluster, namespace, name ORDER BY id) AS previous
+		          FROM kube_cdc.changes) c`).Scan(&updates, &stored, &wrong); err != nil {
+		t.Fatal(err)
+	}
+	if updates < 5000 || stored != updates || wrong != 0 {
+		t.Errorf("%d updates, %d with changed paths stored, %d of the rows with other paths than changed_paths'; want all of them, none",
+			updates, stored, wrong)
+	}
 }

@@ -362,7 +362,7 @@ func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t
 
 // After a time travel an RV is issued again for another change: each change joins the
 // event of its own epoch, the new history's one even when it completed before the epoch
-// was detected (migration 017).
+// was detected (migration 014).
 func TestChangeActorsJoinsWithinTheChangesEpoch(t *testing.T) {
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)

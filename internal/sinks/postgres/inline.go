@@ -77,8 +77,8 @@ func newInlineStatements(schema string, st statements) *inlineStatements {
 	resource := map[int]int{3: 4} // $1 cluster, $2 group, $3 resource → the layout's $4
 	return &inlineStatements{
 		schema:  schema,
-		objects: upsertSQL(schema, "latest"),
-		changes: renumber(insertChangesSQL(schema, "stage", false), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
+		objects: upsertSQL(schema, "latest", "true"),
+		changes: renumber(insertChangesSQL(schema, "stage", false, true), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
@@ -105,16 +105,17 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 	sb.WriteString(") AS (VALUES ")
 	writeStageValues(&sb, rows, inlineFixed(checkpoint)+1, stageTypes[:])
 	sb.WriteString("),\nlatest AS (SELECT DISTINCT ON (namespace, name) * FROM stage ORDER BY namespace, name, epoch DESC, rv DESC, seq DESC),\n")
-	changes := in.changes
+	changes, objects := in.changes, in.objects
 	if noise != nil {
 		// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope → the layout's $1, $2, $4
 		// and the two after the rows.
 		after := inlineFixed(checkpoint) + rows*stageWidth
 		fmt.Fprintf(&sb, "%s,\nw_tally AS (%s),\n", renumber(noise.ctes, map[int]int{3: 4}),
 			renumber(tallySQL(in.schema, "noise"), map[int]int{3: 4, 4: after + 1, 5: after + 2}))
-		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false), map[int]int{3: 4, 4: 6})
+		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false, true), map[int]int{3: 4, 4: 6})
+		objects = upsertSQL(in.schema, "latest", "s.seq NOT IN (SELECT seq FROM noise)")
 	}
-	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", in.objects, changes, in.resolve)
+	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", objects, changes, in.resolve)
 	if checkpoint {
 		fmt.Fprintf(&sb, ",\nw_checkpoint AS (%s)", in.checkpoint)
 	}

@@ -677,8 +677,8 @@ func TestTheContractColumnsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"objects":     "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,labels,object,changed_by,created_at,updated_at,deleted_at,delete_inferred,delete_reason,epoch,object_xmin,object_hash",
-		"changes":     "id,cluster,api_group,resource,namespace,name,uid,resource_version,op,inferred,snapshot,object,changed_by,observed_at,reason,epoch",
+		"objects":     "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,labels,object,changed_by,created_at,updated_at,deleted_at,delete_inferred,delete_reason,epoch,object_xmin,object_hash,in_changes",
+		"changes":     "id,cluster,api_group,resource,namespace,name,uid,resource_version,op,inferred,snapshot,object,changed_by,observed_at,reason,epoch,changed",
 		"checkpoints": "cluster,sink,api_group,resource,scope,resource_version,updated_at,epoch,cluster_uid",
 		"epochs":      "cluster,sink,api_group,resource,scope,epoch,reason,checkpoint_rv,list_rv,namespace,name,held_rv,detected_at,began_after",
 		"quarantine": "cluster,api_group,api_version,resource,kind,namespace,name,uid,resource_version,op,inferred,snapshot," +

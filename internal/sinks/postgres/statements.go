@@ -59,7 +59,7 @@ func drifted(p string) string {
 
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
-	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, saveCheckpoint, status          string
+	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, insertChangesDiff, saveCheckpoint, status string
 	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions string
 	detached, retentionAudit                                                                        string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                              string
@@ -98,7 +98,7 @@ func newStatements(schema string) statements {
 		// (drift checks, migration 008); a live row at the same version that is drifted was
 		// edited by hand, and the same version written again (the reconcile diff's repair)
 		// replaces it.
-		upsert: upsertSQL(s, latestPerKey),
+		upsert: upsertSQL(s, latestPerKey, "NOT s.skip"),
 
 		// $1 cluster, $2 group, $3 resource. Runs before the upsert, for batches that hold
 		// snapshots. A row an inferred delete tombstoned at an RV the LIST had reached
@@ -136,7 +136,9 @@ func newStatements(schema string) statements {
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
 		// watch order with objects of varied sizes).
-		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true),
+		insertChanges: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true, false),
+		// The same for a batch with a watch update, which gets its changed paths.
+		insertChangesDiff: insertChangesSQL(s, "pg_temp.kube_cdc_stage", true, true),
 
 		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 namespace, $7 name,
 		// $8 uid, $9 RV, $10 op, $11 inferred, $12 snapshot, $13 changed_by, $14 observed_at,
@@ -259,16 +261,17 @@ func newStatements(schema string) statements {
 }
 
 // upsertSQL moves the newest change of each key of src (a relation with the stage's
-// columns, one row per key) into objects. $1 cluster, $2 group, $3 version, $4 resource,
-// $5 kind, $6 hard delete.
-func upsertSQL(schema, src string) string {
+// columns, one row per key, aliased s) into objects. inChanges is the boolean expression
+// over s that says whether the version has a changes row (objects.in_changes: false for
+// noise left out). $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+func upsertSQL(schema, src, inChanges string) string {
 	return fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
 			namespace, name, uid, resource_version, epoch, labels, object, object_xmin, object_hash, changed_by,
-			created_at, updated_at, deleted_at, delete_inferred, delete_reason)
+			created_at, updated_at, deleted_at, delete_inferred, delete_reason, in_changes)
 		SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
 			txid_current() %% 4294967296, jsonb_hash_extended(s.object, 0), s.changed_by,
 			now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
-			CASE WHEN s.op = 'delete' THEN s.reason END
+			CASE WHEN s.op = 'delete' THEN s.reason END, %s
 		  FROM %s s
 		 WHERE NOT ($6::boolean AND s.op = 'delete')
 		ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
@@ -286,13 +289,14 @@ func upsertSQL(schema, src string) string {
 			updated_at       = now(),
 			deleted_at       = excluded.deleted_at,
 			delete_inferred  = excluded.delete_inferred,
-			delete_reason    = excluded.delete_reason
+			delete_reason    = excluded.delete_reason,
+			in_changes       = excluded.in_changes
 		WHERE (o.epoch, o.resource_version) < (excluded.epoch, excluded.resource_version)
 		   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
 		      AND o.deleted_at IS NULL AND excluded.deleted_at IS NOT NULL
 		   OR (o.epoch, o.resource_version) = (excluded.epoch, excluded.resource_version)
 		      AND o.deleted_at IS NULL AND excluded.deleted_at IS NULL AND excluded.object IS NOT NULL
-		      AND %s`, schema, src, drifted("o."))
+		      AND %s`, schema, inChanges, src, drifted("o."))
 }
 
 // noiseSQL is what a write runs to leave a resource scope's noise out of changes (see
@@ -384,15 +388,41 @@ func tallySQL(schema, src string) string {
 // Nor can a UNIQUE key catch two copies of one (key, epoch, RV, op) in the same batch,
 // which the guard does not see either (it reads changes as it was before the statement):
 // only the first of them in seq order is inserted, chosen on the stage's narrow columns.
-func insertChangesSQL(schema, stage string, marks bool) string {
-	noise, keep := "", ""
+//
+// With diff, each watch update also gets its changed paths (changes.changed, migration
+// 017): changed_paths against the previous version of the key, the batch's previous one
+// written to changes (noise left out) or else the objects row the batch replaces, where
+// that row's version has a changes row (objects.in_changes), is of the same uid and is
+// live. Where the previous version is a delete, of another uid, or unknown, changed
+// stays NULL and history() computes it when read. Without diff (a batch with no watch
+// update: a relist's snapshots, creates, deletes) no row gets one and nothing is sorted.
+func insertChangesSQL(schema, stage string, marks, diff bool) string {
+	noise, keep, written := "", "", ""
 	if marks {
-		noise, keep = "NOT st.skip AND ", "WHERE NOT d.skip"
+		noise, keep, written = "NOT st.skip AND ", "WHERE NOT d.skip", "WHERE NOT s.skip"
+	}
+	changed, from := "NULL::text[]", stage+" st"
+	if diff {
+		changed = fmt.Sprintf(`CASE WHEN st.op = 'update' AND NOT st.snapshot AND st.object IS NOT NULL THEN
+		         CASE WHEN st.prev_seq IS NOT NULL
+		              THEN CASE WHEN st.prev_op <> 'delete' AND st.prev_uid = st.uid AND st.prev_object IS NOT NULL
+		                        THEN %[1]s.changed_paths(st.prev_object, st.object) END
+		              ELSE (SELECT %[1]s.changed_paths(o.object, st.object) FROM %[1]s.objects o
+		                     WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+		                       AND o.name = st.name AND o.in_changes AND o.deleted_at IS NULL AND o.uid = st.uid
+		                       AND o.object IS NOT NULL AND (o.epoch, o.resource_version) < (st.epoch, st.rv))
+		         END
+		       END`, schema)
+		from = fmt.Sprintf(`(SELECT s.*, lag(s.seq) OVER w AS prev_seq, lag(s.op) OVER w AS prev_op,
+		              lag(s.uid) OVER w AS prev_uid, lag(s.object) OVER w AS prev_object
+		         FROM %s s %s
+		       WINDOW w AS (PARTITION BY s.namespace, s.name ORDER BY s.epoch, s.rv, s.seq)) st`, stage, written)
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
-			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at)
-		SELECT $1, $2, $3, namespace, name, uid, rv, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at
-		  FROM %[2]s st
+			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at, changed)
+		SELECT $1, $2, $3, st.namespace, st.name, st.uid, st.rv, st.epoch, st.op, st.inferred, st.reason, st.snapshot,
+		       st.object, st.changed_by, st.observed_at, %[5]s
+		  FROM %[6]s
 		 WHERE %[3]sst.seq IN (SELECT DISTINCT ON (d.namespace, d.name, d.epoch, d.rv, d.op) d.seq FROM %[2]s d %[4]s
 		                        ORDER BY d.namespace, d.name, d.epoch, d.rv, d.op, d.seq)
 		   AND CASE
@@ -413,7 +443,7 @@ func insertChangesSQL(schema, stage string, marks bool) string {
 				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op)
 		       END
-		 ORDER BY seq`, schema, stage, noise, keep)
+		 ORDER BY st.seq`, schema, stage, noise, keep, changed, from)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per

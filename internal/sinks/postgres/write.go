@@ -229,7 +229,11 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 		out = append(out, statement{sql: ignore.stage, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
 			step: "noise", skipped: skipped})
 	}
-	out = append(out, statement{sql: s.sql.insertChanges, args: []any{s.cluster, res.Group, res.Resource, s.opts.HardDelete}, step: "changes"})
+	insert := s.sql.insertChanges
+	if hasWatchUpdate(staged) {
+		insert = s.sql.insertChangesDiff
+	}
+	out = append(out, statement{sql: insert, args: []any{s.cluster, res.Group, res.Resource, s.opts.HardDelete}, step: "changes"})
 	if s.opts.HardDelete {
 		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
 	}
