@@ -60,10 +60,10 @@ func drifted(p string) string {
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, insertChangesDiff, saveCheckpoint, status string
-	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions string
-	detached, retentionAudit                                                                        string
-	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                              string
-	scopes, forgetScopes                                                                            string
+	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions           string
+	detached, retentionAudit                                                                                  string
+	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                        string
+	scopes, forgetScopes                                                                                      string
 }
 
 func newStatements(schema string) statements {
