@@ -51,9 +51,7 @@ func streamBefore(b *testing.B, stop string) []time.Duration {
 	ctx := context.Background()
 	dsn := pg.NewDatabase(b)
 	if stop != "" {
-		if _, err := postgres.MigrateBefore(ctx, dsn, "kube_cdc", stop); err != nil {
-			b.Fatal(err)
-		}
+		migrateBefore(b, dsn, stop)
 	}
 	sink, err := postgres.New(ctx, "warehouse", historygen.Cluster(0), postgres.Options{DSN: dsn, Migrate: stop == ""}, slog.New(slog.DiscardHandler))
 	if err != nil {
