@@ -158,6 +158,11 @@ func Connect(ctx context.Context, dsn string, ping bool) (*pgxpool.Pool, error) 
 	// at 10M rows the planner estimates them above jit_above_cost, and compiling them cost
 	// more than running them (history() spent 0.9 s of 1 s compiling, docs/benchmarks.md).
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	// Each page's statements are prepared once per connection (pgx's statement cache); a
+	// custom plan was made at every execution, 10-20 ms each for the actors' view over
+	// every partition, more than running them. The filters and the time range are
+	// parameters: a generic plan prunes the months at run time.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	cfg.MaxConns = 4
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
