@@ -44,6 +44,7 @@ lint: ## gofmt check and go vet (the soak's files, behind their build tag, too).
 
 bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+	$(GO) test -run '^$$' -bench StoredChangedPathsWriteCost -benchtime 1x ./internal/sinks/postgres/
 
 ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uPlot.*) from internal/ui/web/package-lock.json (needs npm).
 	cd internal/ui/web && npm ci --no-audit --no-fund --ignore-scripts

@@ -32,6 +32,10 @@ type Options struct {
 	ObjectBytes         int       // about this much JSON per object [1,200]
 	End                 time.Time // the newest row's observed_at [now]
 	Seed                uint64    // [1]
+	// AuditedNamespaces: every change in the first this many namespaces of cluster-0
+	// gets the audit event the receiver would store for a write audited at
+	// RequestResponse (its response RV: the exact join of migration 014) [0: none].
+	AuditedNamespaces int
 }
 
 func (o Options) withDefaults() Options {
@@ -64,6 +68,7 @@ func Object(i int) string    { return fmt.Sprintf("cm-%d", i) }
 type Result struct {
 	Options                Options
 	Objects                int
+	AuditEvents            int
 	Indexes                []string // the indexes of changes dropped for the load and built again
 	Load, Reindex, Analyze time.Duration
 }
@@ -114,6 +119,15 @@ func Generate(ctx context.Context, conn *pgx.Conn, schema string, o Options) (Re
 		src); err != nil {
 		return res, fmt.Errorf("copy changes: %w", err)
 	}
+	if len(src.audit) > 0 {
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{schema, "audit_events"},
+			[]string{"audit_id", "cluster", "verb", "api_group", "resource", "namespace", "name", "response_rv", "response_uid",
+				"username", "user_agent", "code", "request_at", "stage_at", "received_at"},
+			pgx.CopyFromRows(src.audit)); err != nil {
+			return res, fmt.Errorf("copy audit events: %w", err)
+		}
+		res.AuditEvents = len(src.audit)
+	}
 	objects := src.objects()
 	res.Objects = len(objects)
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{schema, "objects"},
@@ -141,7 +155,7 @@ func Generate(ctx context.Context, conn *pgx.Conn, schema string, o Options) (Re
 	t0 = time.Now()
 	// VACUUM too: otherwise autovacuum visits the freshly loaded tables (insert
 	// thresholds) during the measurements that follow.
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+s+".changes, "+s+".objects"); err != nil {
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+s+".changes, "+s+".objects, "+s+".audit_events"); err != nil {
 		return res, err
 	}
 	res.Analyze = time.Since(t0)
@@ -159,6 +173,7 @@ type source struct {
 	latest map[int]int64 // key → newest RV
 	row    []any
 	pad    string
+	audit  [][]any // audit_events rows (Options.AuditedNamespaces)
 }
 
 func newSource(o Options, start time.Time) *source {
@@ -219,6 +234,11 @@ func (s *source) Next() bool {
 	at := s.start.Add(time.Duration(s.i+1) * s.step)
 	s.row = []any{Cluster(c), "", "configmaps", Namespace(ns), Object(name), fmt.Sprintf("uid-%d-%d", c, k), s.rv, op,
 		json.RawMessage(s.object(k, s.rv)), "kubectl/Update", at, int32(0), changed}
+	if c == 0 && ns < s.o.AuditedNamespaces {
+		s.audit = append(s.audit, []any{fmt.Sprintf("audit-%d", s.rv), Cluster(c), op, "", "configmaps", Namespace(ns), Object(name),
+			s.rv, fmt.Sprintf("uid-%d-%d", c, k), fmt.Sprintf("dev-%d@example.com", k%7), "kubectl/v1.36.5", int32(200),
+			at.Add(-5 * time.Millisecond), at.Add(-2 * time.Millisecond), at})
+	}
 	s.i++
 	return true
 }

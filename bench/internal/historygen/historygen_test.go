@@ -27,7 +27,7 @@ func TestGenerateFillsTheRealSchemaOverEveryClusterAndMonthAndKeepsItsIndexes(t 
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = 'kube_cdc' AND tablename = 'changes'`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Generate(ctx, conn, "kube_cdc", Options{Rows: 6000, Namespaces: 4, ObjectsPerNamespace: 50})
+	res, err := Generate(ctx, conn, "kube_cdc", Options{Rows: 6000, Namespaces: 4, ObjectsPerNamespace: 50, AuditedNamespaces: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +68,19 @@ func TestGenerateFillsTheRealSchemaOverEveryClusterAndMonthAndKeepsItsIndexes(t 
 		  FROM (SELECT op, object, changed, lag(object) OVER (PARTITION BY cluster, namespace, name ORDER BY id) AS previous
 		          FROM kube_cdc.changes) c`).Scan(&updates, &stored, &wrong); err != nil {
 		t.Fatal(err)
+	}
+	// The audited namespace's changes are each joined exactly to their own event.
+	var audited, exact, events int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE a.match = 'exact' AND a.audit_id = 'audit-' || c.resource_version),
+			(SELECT count(*) FROM kube_cdc.audit_events)
+		  FROM kube_cdc.changes c LEFT JOIN LATERAL (SELECT x.match, x.audit_id FROM kube_cdc.change_actors x
+		         WHERE x.change_id = c.id AND x.change_observed_at = c.observed_at LIMIT 1) a ON true
+		 WHERE c.cluster = 'cluster-0' AND c.namespace = 'ns-0'`).Scan(&audited, &exact, &events); err != nil {
+		t.Fatal(err)
+	}
+	if audited < 300 || exact != audited || events != audited || res.AuditEvents != events {
+		t.Errorf("%d changes in the audited namespace, %d joined exactly to their event; %d events stored (%d generated); want all the same",
+			audited, exact, events, res.AuditEvents)
 	}
 	if updates < 5000 || stored != updates || wrong != 0 {
 		t.Errorf("%d updates, %d with changed paths stored, %d of the rows with other paths than changed_paths'; want all of them, none",
