@@ -35,14 +35,14 @@ func historyRows() int {
 // historyQuery is one named query of the history benchmark: add a row for each new
 // query over changes (as_of, the web UI's feeds) and it is measured beside the others.
 type historyQuery struct {
-	name   string
-	sql    string
-	args   func(r *rand.Rand) []any
-	page   func(r *rand.Rand) string // instead of sql: a web UI path, served by internal/ui's handler (server time)
+	name string
+	sql  string
+	args func(r *rand.Rand) []any
+	page func(r *rand.Rand) string // instead of sql: a web UI path, served by internal/ui's handler (server time)
 	// instead of sql: `kube-cdc history` of one object, the sink's History (one cluster).
 	history func(r *rand.Rand) postgres.HistoryQuery
-	runs   int
-	target time.Duration // p99 goal; 0 for none
+	runs    int
+	target  time.Duration // p99 goal; 0 for none
 }
 
 // auditedNamespaces of cluster-0 have an audit event for every change (historygen).
