@@ -269,6 +269,35 @@ func TestHistoryFunctionCarriesTheActor(t *testing.T) {
 	}
 }
 
+// history() looks actors up only for the clusters with an audit event of the key; a
+// deletecollection's event names no object (name ”), and still makes its delete's actor.
+func TestHistoryFunctionNamesTheActorOfADeleteByDeletecollection(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-time.Minute).UTC()
+	insertChanges(t, conn, row{"g", "u7", 10, "create", t0, ""}, row{"g", "u7", 11, "delete", t0.Add(time.Second), ""})
+	if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.checkpoints (cluster, sink, api_group, resource, resource_version)
+		VALUES ($1, 'warehouse', '', 'configmaps', 11)`, cluster); err != nil {
+		t.Fatal(err)
+	}
+	dc := ev("dc", "deletecollection", "", "dev-c", t0.Add(990*time.Millisecond))
+	dc.DeletedUIDs = []string{"u7"}
+	if err := store.Store(ctx, []audit.Event{dc}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, `SELECT op || ' ' || coalesce(username || ' ' || match, '-') FROM kube_cdc.history('configmaps', 'ns', 'g')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"create -", "delete dev-c exact"}; !slices.Equal(got, want) {
+		t.Errorf("history() says %q, want %q", got, want)
+	}
+}
+
 func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
