@@ -98,6 +98,129 @@ UPDATE epochs p SET began_after = least(p.detected_at,
     (SELECT max(c.observed_at) FROM changes c
       WHERE c.cluster = p.cluster AND c.api_group = p.api_group AND c.resource = p.resource AND c.epoch < p.epoch));
 
+-- change_actor: the actor of one change, given its columns, as the view change_actors
+-- (below) defines it for every changes row. A reader that holds the change's row already
+-- (history()) calls it with that row's columns and reads nothing of changes again. A SQL-standard
+-- body, bound to this schema when created, so the planner inlines it into its caller's
+-- query (no function call per change). deleting: the change's object carries
+-- metadata.deletionTimestamp.
+CREATE FUNCTION change_actor(p_cluster text, p_group text, p_resource text, p_namespace text, p_name text,
+                             p_uid text, p_rv bigint, p_epoch int, p_op text, p_inferred boolean,
+                             p_deleting boolean, p_observed_at timestamptz)
+RETURNS TABLE (username text, impersonator text, user_agent text, audit_id text, verb text, subresource text,
+               match text, distance interval, user_uid text, groups text[], source_ips text[],
+               request_at timestamptz, rank int)
+LANGUAGE sql STABLE
+BEGIN ATOMIC
+        SELECT x.* FROM (
+            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
+                    'exact'::text AS match, NULL::interval AS distance, e.user_uid, e.groups, e.source_ips,
+                    e.request_at, 0 AS rank
+               FROM audit_events e
+              WHERE e.cluster = p_cluster AND e.api_group = p_group AND e.resource = p_resource
+                AND e.namespace = p_namespace
+                -- Within the change's epoch, by the apiserver's clock: completed after
+                -- the epoch began and not after the next one did.
+                AND e.stage_at > coalesce((SELECT max(p.began_after) FROM epochs p
+                                          WHERE p_epoch > 0 AND p.cluster = p_cluster AND p.api_group = p_group
+                                            AND p.resource = p_resource AND p.epoch = p_epoch), '-infinity')
+                AND e.stage_at <= coalesce((SELECT min(p.began_after) FROM epochs p
+                                          WHERE p.cluster = p_cluster AND p.api_group = p_group
+                                            AND p.resource = p_resource AND p.epoch = p_epoch + 1), 'infinity')
+                AND ((e.name = p_name AND e.response_rv = p_rv AND NOT p_inferred)
+                  OR (p_op = 'delete' AND e.name = p_name AND e.verb = 'delete' AND e.response_rv IS NULL
+                      AND e.response_uid = p_uid AND p_uid <> '')
+                  OR (p_op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND p_uid = ANY (e.deleted_uids)))
+              ORDER BY e.request_at, e.audit_id
+              LIMIT 1)
+          UNION ALL
+            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
+                    'nearest'::text, abs_interval(e.stage_at - p_observed_at), e.user_uid, e.groups, e.source_ips,
+                    e.request_at, 1
+               FROM (SELECT ub.*,
+                            -- The DELETEs that made those deletes, by the apiserver's clock.
+                            (SELECT d.request_at FROM audit_events d
+                              WHERE d.cluster = p_cluster AND d.api_group = p_group AND d.resource = p_resource
+                                AND d.namespace = p_namespace AND d.name = p_name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.prev_delete_at - interval '1 minute' AND ub.prev_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.prev_delete_at) LIMIT 1) AS prev_delete_request_at,
+                            (SELECT d.stage_at FROM audit_events d
+                              WHERE d.cluster = p_cluster AND d.api_group = p_group AND d.resource = p_resource
+                                AND d.namespace = p_namespace AND d.name = p_name AND d.verb = 'delete'
+                                AND d.stage_at BETWEEN ub.next_delete_at - interval '1 minute' AND ub.next_delete_at + interval '1 second'
+                              ORDER BY abs_interval(d.stage_at - ub.next_delete_at) LIMIT 1) AS next_delete_stage_at
+                       FROM (SELECT
+                              -- The uid's lifetime on the key: after the delete of the uid
+                              -- before it, before its own delete (as kube-cdc observed them).
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = p_cluster AND o.api_group = p_group AND o.resource = p_resource
+                                  AND o.namespace = p_namespace AND o.name = p_name AND o.uid <> p_uid AND o.op = 'delete'
+                                  AND o.resource_version < p_rv
+                                ORDER BY o.resource_version DESC LIMIT 1) AS prev_delete_at,
+                              (SELECT o.observed_at FROM changes o
+                                WHERE o.cluster = p_cluster AND o.api_group = p_group AND o.resource = p_resource
+                                  AND o.namespace = p_namespace AND o.name = p_name AND o.uid = p_uid AND o.op = 'delete'
+                                  AND o.resource_version > p_rv
+                                ORDER BY o.resource_version LIMIT 1) AS next_delete_at) ub) b
+               JOIN audit_events e
+                 ON e.cluster = p_cluster AND e.api_group = p_group AND e.resource = p_resource
+                AND e.namespace = p_namespace AND e.name = p_name
+              WHERE e.stage_at BETWEEN p_observed_at - interval '1 minute' AND p_observed_at + interval '1 minute'
+                -- Within the change's epoch, by the apiserver's clock: completed after
+                -- the epoch began and not after the next one did.
+                AND e.stage_at > coalesce((SELECT max(p.began_after) FROM epochs p
+                                          WHERE p_epoch > 0 AND p.cluster = p_cluster AND p.api_group = p_group
+                                            AND p.resource = p_resource AND p.epoch = p_epoch), '-infinity')
+                AND e.stage_at <= coalesce((SELECT min(p.began_after) FROM epochs p
+                                          WHERE p.cluster = p_cluster AND p.api_group = p_group
+                                            AND p.resource = p_resource AND p.epoch = p_epoch + 1), 'infinity')
+                AND CASE p_op
+                      WHEN 'create' THEN e.verb IN ('create', 'update', 'patch') AND e.response_rv IS NULL
+                      WHEN 'update' THEN (e.verb IN ('update', 'patch') AND e.response_rv IS NULL)
+                                      OR (e.verb = 'delete' AND (e.response_rv IS NULL OR e.response_rv > p_rv)
+                                          AND p_deleting)
+                      ELSE e.verb = 'delete' AND e.response_rv IS NULL AND e.response_uid = ''
+                    END
+                -- Never across uids: never an event naming another uid, and never one
+                -- outside the uid's lifetime on the key. kube-cdc observes changes later
+                -- than the apiserver answers (a burst, a loaded host), so the lifetime is
+                -- bounded by the apiserver's clock where the DELETEs were audited: a write
+                -- of this uid was received after the DELETE of the one before it was, and
+                -- before its own DELETE completed. Where they were not, by when kube-cdc
+                -- observed the deletes, which leaves out more, never less.
+                AND e.object_uid IN ('', p_uid) AND e.response_uid IN ('', p_uid)
+                AND (b.prev_delete_at IS NULL
+                     OR CASE WHEN b.prev_delete_request_at IS NOT NULL THEN e.request_at >= b.prev_delete_request_at
+                             ELSE e.stage_at > b.prev_delete_at END)
+                AND (b.next_delete_at IS NULL OR e.verb = 'delete'
+                     OR CASE WHEN b.next_delete_stage_at IS NOT NULL THEN e.request_at < b.next_delete_stage_at
+                             ELSE e.request_at < b.next_delete_at END)
+                -- A filter on the change alone, so a one-time gate: the uid's lifetime
+                -- above (two reads of the key's versions) is computed only for a change
+                -- that has an event of its key near it. Without it every change paid
+                -- for them: history() of an object with 250 versions took 1 s at 1M
+                -- rows, with no audit event at all.
+                AND EXISTS (SELECT 1 FROM audit_events g
+                             WHERE g.cluster = p_cluster AND g.api_group = p_group AND g.resource = p_resource
+                               AND g.namespace = p_namespace AND g.name = p_name
+                               AND g.stage_at BETWEEN p_observed_at - interval '1 minute' AND p_observed_at + interval '1 minute')
+              -- The change's own verb before a nearer other one: a create is made by a
+              -- create (a PATCH or PUT that creates is taken only where no CREATE is
+              -- near), an update by an update or a patch before the DELETE that set its
+              -- deletionTimestamp. kube-cdc observes a burst late, all at once, so the
+              -- write after the change can lie nearer its observation than the write
+              -- that made it.
+              ORDER BY CASE p_op WHEN 'create' THEN e.verb <> 'create'
+                                 WHEN 'update' THEN e.verb = 'delete'
+                                 ELSE false END,
+                       abs_interval(e.stage_at - p_observed_at), e.audit_id
+              LIMIT 1)
+        ) x
+        -- No ORDER BY: the Append runs the exact branch first and stops at its row, so the
+        -- nearest branch costs nothing where the join is exact.
+        LIMIT 1;
+END;
+
 -- change_actors: one row per changes row that has an actor, joined when read, so an event
 -- that arrives before its change and one that arrives after end joined alike, and neither
 -- writer waits for the other.
@@ -124,112 +247,5 @@ SELECT c.id AS change_id, c.cluster, a.username, a.impersonator, a.user_agent, a
        a.subresource, a.match, a.distance, a.user_uid, a.groups, a.source_ips, a.request_at,
        c.observed_at AS change_observed_at
   FROM changes c
-  CROSS JOIN LATERAL (
-        SELECT x.* FROM (
-            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
-                    'exact'::text AS match, NULL::interval AS distance, e.user_uid, e.groups, e.source_ips,
-                    e.request_at, 0 AS rank
-               FROM audit_events e
-              WHERE e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
-                AND e.namespace = c.namespace
-                -- Within the change's epoch, by the apiserver's clock: completed after
-                -- the epoch began and not after the next one did.
-                AND e.stage_at > coalesce((SELECT max(p.began_after) FROM epochs p
-                                          WHERE c.epoch > 0 AND p.cluster = c.cluster AND p.api_group = c.api_group
-                                            AND p.resource = c.resource AND p.epoch = c.epoch), '-infinity')
-                AND e.stage_at <= coalesce((SELECT min(p.began_after) FROM epochs p
-                                          WHERE p.cluster = c.cluster AND p.api_group = c.api_group
-                                            AND p.resource = c.resource AND p.epoch = c.epoch + 1), 'infinity')
-                AND ((e.name = c.name AND e.response_rv = c.resource_version AND NOT c.inferred)
-                  OR (c.op = 'delete' AND e.name = c.name AND e.verb = 'delete' AND e.response_rv IS NULL
-                      AND e.response_uid = c.uid AND c.uid <> '')
-                  OR (c.op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND c.uid = ANY (e.deleted_uids)))
-              ORDER BY e.request_at, e.audit_id
-              LIMIT 1)
-          UNION ALL
-            (SELECT e.username, e.impersonator, e.user_agent, e.audit_id, e.verb, e.subresource,
-                    'nearest'::text, abs_interval(e.stage_at - c.observed_at), e.user_uid, e.groups, e.source_ips,
-                    e.request_at, 1
-               FROM (SELECT ub.*,
-                            -- The DELETEs that made those deletes, by the apiserver's clock.
-                            (SELECT d.request_at FROM audit_events d
-                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
-                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
-                                AND d.stage_at BETWEEN ub.prev_delete_at - interval '1 minute' AND ub.prev_delete_at + interval '1 second'
-                              ORDER BY abs_interval(d.stage_at - ub.prev_delete_at) LIMIT 1) AS prev_delete_request_at,
-                            (SELECT d.stage_at FROM audit_events d
-                              WHERE d.cluster = c.cluster AND d.api_group = c.api_group AND d.resource = c.resource
-                                AND d.namespace = c.namespace AND d.name = c.name AND d.verb = 'delete'
-                                AND d.stage_at BETWEEN ub.next_delete_at - interval '1 minute' AND ub.next_delete_at + interval '1 second'
-                              ORDER BY abs_interval(d.stage_at - ub.next_delete_at) LIMIT 1) AS next_delete_stage_at
-                       FROM (SELECT
-                              -- The uid's lifetime on the key: after the delete of the uid
-                              -- before it, before its own delete (as kube-cdc observed them).
-                              (SELECT o.observed_at FROM changes o
-                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
-                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid <> c.uid AND o.op = 'delete'
-                                  AND o.resource_version < c.resource_version
-                                ORDER BY o.resource_version DESC LIMIT 1) AS prev_delete_at,
-                              (SELECT o.observed_at FROM changes o
-                                WHERE o.cluster = c.cluster AND o.api_group = c.api_group AND o.resource = c.resource
-                                  AND o.namespace = c.namespace AND o.name = c.name AND o.uid = c.uid AND o.op = 'delete'
-                                  AND o.resource_version > c.resource_version
-                                ORDER BY o.resource_version LIMIT 1) AS next_delete_at) ub) b
-               JOIN audit_events e
-                 ON e.cluster = c.cluster AND e.api_group = c.api_group AND e.resource = c.resource
-                AND e.namespace = c.namespace AND e.name = c.name
-              WHERE e.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute'
-                -- Within the change's epoch, by the apiserver's clock: completed after
-                -- the epoch began and not after the next one did.
-                AND e.stage_at > coalesce((SELECT max(p.began_after) FROM epochs p
-                                          WHERE c.epoch > 0 AND p.cluster = c.cluster AND p.api_group = c.api_group
-                                            AND p.resource = c.resource AND p.epoch = c.epoch), '-infinity')
-                AND e.stage_at <= coalesce((SELECT min(p.began_after) FROM epochs p
-                                          WHERE p.cluster = c.cluster AND p.api_group = c.api_group
-                                            AND p.resource = c.resource AND p.epoch = c.epoch + 1), 'infinity')
-                AND CASE c.op
-                      WHEN 'create' THEN e.verb IN ('create', 'update', 'patch') AND e.response_rv IS NULL
-                      WHEN 'update' THEN (e.verb IN ('update', 'patch') AND e.response_rv IS NULL)
-                                      OR (e.verb = 'delete' AND (e.response_rv IS NULL OR e.response_rv > c.resource_version)
-                                          AND c.object -> 'metadata' ? 'deletionTimestamp')
-                      ELSE e.verb = 'delete' AND e.response_rv IS NULL AND e.response_uid = ''
-                    END
-                -- Never across uids: never an event naming another uid, and never one
-                -- outside the uid's lifetime on the key. kube-cdc observes changes later
-                -- than the apiserver answers (a burst, a loaded host), so the lifetime is
-                -- bounded by the apiserver's clock where the DELETEs were audited: a write
-                -- of this uid was received after the DELETE of the one before it was, and
-                -- before its own DELETE completed. Where they were not, by when kube-cdc
-                -- observed the deletes, which leaves out more, never less.
-                AND e.object_uid IN ('', c.uid) AND e.response_uid IN ('', c.uid)
-                AND (b.prev_delete_at IS NULL
-                     OR CASE WHEN b.prev_delete_request_at IS NOT NULL THEN e.request_at >= b.prev_delete_request_at
-                             ELSE e.stage_at > b.prev_delete_at END)
-                AND (b.next_delete_at IS NULL OR e.verb = 'delete'
-                     OR CASE WHEN b.next_delete_stage_at IS NOT NULL THEN e.request_at < b.next_delete_stage_at
-                             ELSE e.request_at < b.next_delete_at END)
-                -- A filter on the change alone, so a one-time gate: the uid's lifetime
-                -- above (two reads of the key's versions) is computed only for a change
-                -- that has an event of its key near it. Without it every change paid
-                -- for them: history() of an object with 250 versions took 1 s at 1M
-                -- rows, with no audit event at all.
-                AND EXISTS (SELECT 1 FROM audit_events g
-                             WHERE g.cluster = c.cluster AND g.api_group = c.api_group AND g.resource = c.resource
-                               AND g.namespace = c.namespace AND g.name = c.name
-                               AND g.stage_at BETWEEN c.observed_at - interval '1 minute' AND c.observed_at + interval '1 minute')
-              -- The change's own verb before a nearer other one: a create is made by a
-              -- create (a PATCH or PUT that creates is taken only where no CREATE is
-              -- near), an update by an update or a patch before the DELETE that set its
-              -- deletionTimestamp. kube-cdc observes a burst late, all at once, so the
-              -- write after the change can lie nearer its observation than the write
-              -- that made it.
-              ORDER BY CASE c.op WHEN 'create' THEN e.verb <> 'create'
-                                 WHEN 'update' THEN e.verb = 'delete'
-                                 ELSE false END,
-                       abs_interval(e.stage_at - c.observed_at), e.audit_id
-              LIMIT 1)
-        ) x
-        -- No ORDER BY: the Append runs the exact branch first and stops at its row, so the
-        -- nearest branch costs nothing where the join is exact.
-        LIMIT 1
-  ) a;
+  CROSS JOIN LATERAL change_actor(c.cluster, c.api_group, c.resource, c.namespace, c.name, c.uid, c.resource_version,
+                                  c.epoch, c.op, c.inferred, c.object -> 'metadata' ? 'deletionTimestamp', c.observed_at) a;

@@ -61,8 +61,7 @@ BEGIN
     v_clusters := CASE WHEN p_cluster IS NULL THEN ARRAY(SELECT DISTINCT k.cluster FROM checkpoints k)
                        ELSE ARRAY[p_cluster] END;
     -- The clusters with an audit event of the key (or a deletecollection in its
-    -- namespace): only their versions look their actor up, through the view, each in
-    -- its own month. Where audit events are not received (most objects, most
+    -- namespace): only their versions look their actor up. Where audit events are not received (most objects, most
     -- clusters) that lookup cost ~10-15 µs a version, a third of history().
     v_audited := ARRAY(SELECT k FROM unnest(v_clusters) k
                         WHERE EXISTS (SELECT 1 FROM audit_events e
@@ -76,8 +75,9 @@ BEGIN
                                   '/metadata/resourceVersion')
            END,
            a.username, a.impersonator, a.user_agent, a.match
-      FROM (SELECT c.id, c.cluster, c.observed_at, c.op, c.resource_version, c.uid, c.changed_by, c.inferred,
-                   c.reason, c.snapshot, c.object, c.changed,
+      FROM (SELECT c.id, c.cluster, c.api_group, c.resource, c.namespace, c.name, c.observed_at, c.op,
+                   c.resource_version, c.epoch, c.uid, c.changed_by, c.inferred, c.reason, c.snapshot, c.object,
+                   c.changed,
                    -- Only where changed is not stored: the object of the row before.
                    CASE WHEN c.changed IS NULL AND lag(c.op) OVER w <> 'delete'
                              AND (lag(c.uid) OVER w = c.uid OR '' IN (c.uid, lag(c.uid) OVER w))
@@ -87,12 +87,13 @@ BEGIN
                AND c.namespace = p_namespace AND c.name = p_name
                AND c.cluster = ANY (v_clusters)
             WINDOW w AS (PARTITION BY c.cluster ORDER BY c.id)) h
-      -- Per version, LIMIT 1: the view is evaluated for this object's rows only, in the
-      -- version's month only.
-      LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.match FROM change_actors x
-                          WHERE h.cluster = ANY (v_audited)
-                            AND x.change_id = h.id
-                            AND x.change_observed_at = h.observed_at LIMIT 1) a ON true
+      -- Each version's actor from its own columns (change_actor, as the view change_actors
+      -- defines it), without reading the change again.
+      LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.match
+                           FROM change_actor(h.cluster, h.api_group, h.resource, h.namespace, h.name, h.uid,
+                                             h.resource_version, h.epoch, h.op, h.inferred,
+                                             h.object -> 'metadata' ? 'deletionTimestamp', h.observed_at) x
+                          WHERE h.cluster = ANY (v_audited)) a ON true
      ORDER BY h.id;
 END
 $$;
