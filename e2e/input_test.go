@@ -128,7 +128,15 @@ current-context: dead
 	}
 }
 
+// lastLine is the error line kube-cdc exited with ("kube-cdc: …"), else the last line of
+// s: client-go's reflectors, stopping, may log a debug line after it ("Stopping reflector"
+// came last once).
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "kube-cdc: ") {
+			return lines[i]
+		}
+	}
 	return lines[len(lines)-1]
 }
