@@ -93,7 +93,11 @@ BEGIN
                            FROM change_actor(h.cluster, h.api_group, h.resource, h.namespace, h.name, h.uid,
                                              h.resource_version, h.epoch, h.op, h.inferred,
                                              h.object -> 'metadata' ? 'deletionTimestamp', h.observed_at) x
-                          WHERE h.cluster = ANY (v_audited)) a ON true
+                          WHERE h.cluster = ANY (v_audited)
+                         -- A fence: kept in the subquery, the condition is a one-time filter
+                         -- of each lookup; pulled up, it became the join's filter, tested
+                         -- after the lookup ran.
+                         OFFSET 0) a ON true
      ORDER BY h.id;
 END
 $$;

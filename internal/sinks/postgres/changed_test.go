@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -55,20 +54,11 @@ func changedRows(t *testing.T, dsn, name string) []changedRow {
 // previous version taken with the noise in it) stores a diff against a version history
 // does not show, and the test fails.
 func TestAWatchUpdatesChangedPathsAreStoredWhenWrittenAndEqualTheDiffAgainstThePreviousRow(t *testing.T) {
-	for _, size := range []struct {
-		name    string
-		padding int // other keys' creates in the same batch: 0 is a small batch, 100 a COPY
-	}{{"small batch", 0}, {"copied batch", 100}} {
+	for _, size := range writeModes {
 		t.Run(size.name, func(t *testing.T) {
 			s, dsn := newSink(t, Options{})
 			s.SetIgnorePaths(configmaps, ignorepaths.For("", "configmaps", []string{"/data/items/*/beat"}, true))
-			pad := func(rv change.RV) []change.Change {
-				var out []change.Change
-				for i := range size.padding {
-					out = append(out, cm(fmt.Sprintf("pad-%d-%d", rv, i), fmt.Sprintf("pad-%d-%d", rv, i), rv, change.OpCreate))
-				}
-				return out
-			}
+			pad := size.pad
 			write(t, s, batch(10, append(pad(10), beat("n", 10, change.OpCreate, "t0", "a"))...))
 			write(t, s, batch(11, append(pad(11), beat("n", 11, change.OpUpdate, "t0", "b"))...)) // a label: against the objects row
 			write(t, s, batch(12, append(pad(12), beat("n", 12, change.OpUpdate, "t1", "b"))...)) // noise: no row

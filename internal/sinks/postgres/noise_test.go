@@ -57,23 +57,32 @@ func changedRVs(t *testing.T, dsn, name string) []int64 {
 	return out
 }
 
+// writeMode is a way a batch is written: padded with other keys' creates in the same
+// batch, 0 for a small batch (one statement), 100 for a COPY into the stage.
+type writeMode struct {
+	name    string
+	padding int
+}
+
+var writeModes = []writeMode{{"small batch", 0}, {"copied batch", 100}}
+
+// pad is the mode's creates of other keys, for a batch at rv.
+func (m writeMode) pad(rv change.RV) []change.Change {
+	var out []change.Change
+	for i := range m.padding {
+		out = append(out, cm(fmt.Sprintf("pad-%d-%d", rv, i), fmt.Sprintf("pad-%d-%d", rv, i), rv, change.OpCreate))
+	}
+	return out
+}
+
 func TestAnUpdateOfIgnoredPathsAloneUpdatesObjectsButAddsNoChangesRowInEveryWriteMode(t *testing.T) {
-	for _, size := range []struct {
-		name    string
-		padding int // other keys' creates in the same batch: 0 is a small batch, 100 a COPY
-	}{{"small batch", 0}, {"copied batch", 100}} {
+	for _, size := range writeModes {
 		t.Run(size.name, func(t *testing.T) {
 			s, dsn := newSink(t, Options{})
 			hook := &skipCounter{n: map[string]int{}}
 			s.SetMetrics(hook)
 			s.SetIgnorePaths(configmaps, ignorepaths.For("", "configmaps", []string{"/data/items/*/beat"}, true))
-			pad := func(rv change.RV) []change.Change {
-				var out []change.Change
-				for i := range size.padding {
-					out = append(out, cm(fmt.Sprintf("pad-%d-%d", rv, i), fmt.Sprintf("pad-%d-%d", rv, i), rv, change.OpCreate))
-				}
-				return out
-			}
+			pad := size.pad
 			write(t, s, batch(10, append(pad(10), beat("n", 10, change.OpCreate, "t0", "x"))...))
 			// Against the objects row: a heartbeat alone is noise.
 			write(t, s, batch(11, append(pad(11), beat("n", 11, change.OpUpdate, "t1", "x"))...))
