@@ -59,9 +59,7 @@ func (s *Server) versions(ctx context.Context, cluster, group, resource, namespa
 	cols, join := "'', '', ''", ""
 	if actors {
 		cols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
-		// Per row, LIMIT 1: the view is evaluated for the rows shown only (joined plainly,
-		// the planner may compute it for every change first).
-		join = fmt.Sprintf("LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM %s.change_actors x WHERE x.change_id = h.id AND x.change_observed_at = h.observed_at LIMIT 1) a ON true", s.schema)
+		join = postgres.ActorJoinSQL(s.schema, "x.username, x.impersonator, x.match")
 	}
 	rows, err := s.o.Pool.Query(ctx, fmt.Sprintf(versionsSQL, s.schema, cols, join), cluster, group, resource, namespace, name)
 	if err != nil {

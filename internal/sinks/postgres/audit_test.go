@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
+	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
 // actorsDB is a migrated database with an AuditStore and a connection to write changes
@@ -452,5 +453,45 @@ func TestAnEventWithANULByteOrInvalidUTF8IsStoredWithItsBatch(t *testing.T) {
 	}
 	if agent != "agent\uFFFD" || impersonator != "ops\uFFFD" || group != "g\uFFFD" {
 		t.Errorf("user agent %q, impersonator %q, group %q: want U+FFFD for the bad bytes", agent, impersonator, group)
+	}
+}
+
+// `kube-cdc history` (the sink's History) names each version's actor the way the view
+// does, looking it up only for a key with an audit event, a deletecollection of its
+// namespace included: the delete made by one has its user, a key with no event none.
+func TestHistoryReadsEachVersionsActorIncludingADeletecollections(t *testing.T) {
+	ctx := testCtx(t)
+	s, dsn := newSink(t, Options{})
+	store, err := NewAuditStore(ctx, cluster, Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	write(t, s, batch(10, cm("f", "uid-f", 10, change.OpCreate), cm("q", "uid-q", 10, change.OpCreate), cm("quiet", "uid-quiet", 10, change.OpCreate)))
+	write(t, s, batch(11, cm("f", "uid-f", 11, change.OpUpdate), cm("q", "uid-q", 11, change.OpUpdate)))
+	write(t, s, batch(12, cm("f", "uid-f", 12, change.OpDelete)))
+	at := time.Now().UTC()
+	dc := ev("dc", "deletecollection", "", "dev-c", at)
+	dc.DeletedUIDs = []string{"uid-f"}
+	if err := store.Store(ctx, []audit.Event{withRV(ev("u", "update", "q", "dev-b", at), 11, "uid-q"), dc}); err != nil {
+		t.Fatal(err)
+	}
+	// f's only event is the deletecollection, which names no object.
+	for name, want := range map[string][]string{"f": {"create -", "update -", "delete dev-c exact"}, "q": {"create -", "update dev-b exact"}, "quiet": {"create -"}} {
+		vs, err := s.History(ctx, HistoryQuery{Resource: "configmaps", Namespace: "ns", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range vs {
+			actor := "-"
+			if v.Actor != nil {
+				actor = v.Actor.Username + " " + v.Actor.Match
+			}
+			got = append(got, string(v.Op)+" "+actor)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: history %q, want %q", name, got, want)
+		}
 	}
 }

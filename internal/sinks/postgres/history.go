@@ -75,10 +75,7 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 	actorJoin := "LEFT JOIN (SELECT NULL::bigint AS change_id, NULL AS username, NULL AS impersonator, NULL AS user_agent, " +
 		"NULL AS verb, NULL AS subresource, NULL AS audit_id, NULL AS match, NULL::interval AS distance) a ON false"
 	if actors {
-		// Per version, LIMIT 1: the view is evaluated for this object's rows only (joined
-		// plainly, the planner may compute it for every change first).
-		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.user_agent, x.verb, x.subresource, x.audit_id, x.match, x.distance FROM " +
-			schema + ".change_actors x WHERE x.change_id = h.id AND x.change_observed_at = h.observed_at LIMIT 1) a ON true"
+		actorJoin = ActorJoinSQL(schema, "x.username, x.impersonator, x.user_agent, x.verb, x.subresource, x.audit_id, x.match, x.distance")
 	}
 	// Without JIT: the query probes every partition of changes, and the actor view's
 	// subqueries in each, so at 10M rows it is estimated above jit_above_cost; compiling
@@ -133,10 +130,29 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 // historySQL: $1 cluster, $2 group, $3 resource, $4 namespace, $5 name, $6 since (NULL:
 // all). The previous object is taken before the since filter, so the first version shown
 // still compares with its real predecessor. The changes_key_observed index leads with the key.
+// ActorJoinSQL is the LEFT JOIN LATERAL that gives each version of one key its actor, as
+// the view change_actors (migration 014) defines it, with cols (over the lookup's alias x)
+// as the columns of alias a. The query names the key as $1 cluster, $2 group, $3 resource,
+// $4 namespace, $5 name, and its versions as rows of changes aliased h (uid,
+// resource_version, epoch, op, inferred, object, observed_at). Each version's actor is
+// looked up from its own columns (change_actor; the view would read the change again),
+// and only when the key has an audit event at all, or its namespace a deletecollection:
+// the rest of the time (most keys; every key of a cluster whose audit events are not
+// received) the lookup, ~15 µs a version, is a one-time filter.
+func ActorJoinSQL(schema, cols string) string {
+	return fmt.Sprintf(`LEFT JOIN LATERAL (SELECT %[2]s
+		  FROM %[1]s.change_actor($1, $2, $3, $4, $5, h.uid, h.resource_version, h.epoch, h.op, h.inferred,
+		                          h.object -> 'metadata' ? 'deletionTimestamp', h.observed_at) x
+		 WHERE EXISTS (SELECT 1 FROM %[1]s.audit_events e
+		                WHERE e.cluster = $1 AND e.api_group = $2 AND e.resource = $3 AND e.namespace = $4
+		                  AND e.name IN ($5, ''))
+		OFFSET 0) a ON true`, schema, cols) // OFFSET 0: kept in the lookup, the EXISTS is its one-time filter
+}
+
 const historySQL = `SELECT h.id, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, coalesce(h.reason, ''),
 		h.snapshot, h.object, h.previous, a.username, a.impersonator, a.user_agent, a.verb, a.subresource, a.audit_id, a.match,
 		extract(epoch FROM a.distance)::float8
-	  FROM (SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, reason, snapshot, object,
+	  FROM (SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, reason, snapshot, object, epoch,
 	               CASE WHEN lag(op) OVER w <> 'delete' AND (lag(uid) OVER w = uid OR '' IN (uid, lag(uid) OVER w))
 	                    THEN lag(object) OVER w END AS previous
 	          FROM %[1]s.changes
