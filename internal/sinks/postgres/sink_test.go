@@ -272,6 +272,43 @@ func TestADeleteSoftDeletesTheRowAndRecordsWhetherItWasInferred(t *testing.T) {
 	}
 }
 
+// An object's end is recorded once: an inferred delete of a key already tombstoned for
+// the same uid (two scopes covering the key both infer it, at their own LIST's RV; CI saw
+// the second row) adds no changes row, in either write mode; one of another uid, or after
+// the batch revived the key, does.
+func TestAnInferredDeleteOfAnObjectAlreadyTombstonedAddsNoSecondRow(t *testing.T) {
+	for _, mode := range writeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			s, dsn := newSink(t, Options{})
+			write(t, s, batch(11, append(mode.pad(11), cm("gone", "uid-g", 10, change.OpCreate), cm("again", "uid-a", 11, change.OpCreate))...))
+			write(t, s, batch(20, append(mode.pad(20), inferredDelete("gone", "uid-g", 20), cm("again", "uid-a", 19, change.OpDelete))...))
+			write(t, s, batch(21, append(mode.pad(21), inferredDelete("gone", "uid-g", 21), inferredDelete("again", "uid-a", 21))...))
+			// A new uid under the key, deleted: its own end.
+			write(t, s, batch(31, append(mode.pad(31), cm("gone", "uid-g2", 30, change.OpCreate))...))
+			write(t, s, batch(32, append(mode.pad(32), inferredDelete("gone", "uid-g2", 32))...))
+			// Listed again (a snapshot revives the row), then inferred deleted in the same
+			// batch: the batch changed the key before the delete.
+			snap := cm("gone", "uid-g2", 33, change.OpUpdate)
+			snap.Snapshot, snap.ListRV = true, 33
+			write(t, s, batch(34, append(mode.pad(34), snap, inferredDelete("gone", "uid-g2", 34))...))
+			var got []string
+			for _, r := range changesRows(t, dsn) {
+				if !strings.HasPrefix(r, "pad-") {
+					got = append(got, r)
+				}
+			}
+			want := []string{"gone@10:create", "again@11:create", "gone@20:delete(inferred)", "again@19:delete",
+				"gone@30:create", "gone@32:delete(inferred)", "gone@33:update", "gone@34:delete(inferred)"}
+			if !slices.Equal(got, want) {
+				t.Errorf("changes = %v, want %v", got, want)
+			}
+			if o := mustObject(t, dsn, "gone"); !o.Deleted || o.UID != "uid-g2" {
+				t.Errorf("gone's row: %+v, want deleted, uid-g2", o)
+			}
+		})
+	}
+}
+
 func TestARecreatedObjectRevivesItsRow(t *testing.T) {
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(0, cm("a", "uid-1", 10, change.OpCreate), cm("a", "uid-1", 11, change.OpDelete)))

@@ -426,6 +426,17 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 		 WHERE %[3]sst.seq IN (SELECT DISTINCT ON (d.namespace, d.name, d.epoch, d.rv, d.op) d.seq FROM %[2]s d %[4]s
 		                        ORDER BY d.namespace, d.name, d.epoch, d.rv, d.op, d.seq)
 		   AND CASE
+		 -- An inferred delete of a key objects holds tombstoned already, for the same uid,
+		 -- adds no row (unless the batch changed the key before it): the object's end is
+		 -- recorded. Two scopes of a resource that both cover a key (label selectors in one
+		 -- namespace) each infer its delete when it leaves both, at their own LIST's RV,
+		 -- and when their relists run at once both find it live.
+		       WHEN st.op = 'delete' AND st.inferred
+		            AND EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				   AND o.name = st.name AND o.deleted_at IS NOT NULL AND o.uid = st.uid)
+		            AND NOT EXISTS (SELECT 1 FROM %[2]s p
+				 WHERE p.namespace = st.namespace AND p.name = st.name AND p.seq < st.seq) THEN false
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
 		       WHEN st.snapshot AND st.op = 'update' THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
