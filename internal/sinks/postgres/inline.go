@@ -24,7 +24,9 @@ import (
 // data-modifying CTEs on one snapshot), which is why only batches whose writes do not
 // read each other's results go this way: no snapshot upserts (revive must run before the
 // upsert), no quarantined changes (their insert reads the upserted row), no hard
-// deletes, no time travel. Updates that may be noise need no more than that snapshot:
+// deletes, no time travel, no inferred deletes (their insert must see another batch's
+// tombstone, committed after the lock it takes: stagedStatements). Updates that may be
+// noise need no more than that snapshot:
 // the noise CTE compares them with the objects rows as they were before the upsert, the
 // changes insert leaves them out, and the statement returns one row per change left out
 // (its command tag counts them).
@@ -142,7 +144,7 @@ var stageTypes = [stageWidth]string{"int", "text", "text", "text", "bigint", "in
 // inlines says whether w can be written as one statement (see inlineStatements).
 func (s *Sink) inlines(w *batchWrite) bool {
 	return len(w.staged) > 0 && len(w.staged) <= smallBatch && len(w.bad) == 0 && w.travel == nil &&
-		!s.opts.HardDelete && !hasSnapshot(w.staged)
+		!s.opts.HardDelete && !hasSnapshot(w.staged) && !hasInferredDelete(w.staged) // see stagedStatements
 }
 
 // writeInline writes w as one statement (inlineStatements).

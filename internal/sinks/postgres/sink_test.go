@@ -309,6 +309,42 @@ func TestAnInferredDeleteOfAnObjectAlreadyTombstonedAddsNoSecondRow(t *testing.T
 	}
 }
 
+// Two writers inferring the same objects' deletes at once (two scopes' relists, each at
+// its own LIST's RV) record each object's end once: the second waits for the first's
+// commit and then sees its tombstone.
+func TestConcurrentInferredDeletesOfOneObjectAddOneRow(t *testing.T) {
+	s, dsn := newSink(t, Options{})
+	const keys = 20
+	var creates []change.Change
+	for i := range keys {
+		creates = append(creates, cm(fmt.Sprintf("k-%d", i), fmt.Sprintf("uid-%d", i), 10, change.OpCreate))
+	}
+	write(t, s, batch(10, creates...))
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*keys)
+	for i := range keys {
+		for _, rv := range []change.RV{20, 21} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b := batch(rv, inferredDelete(fmt.Sprintf("k-%d", i), fmt.Sprintf("uid-%d", i), rv))
+				b.Checkpoint = 0 // a relist's batch before its last: no checkpoint
+				errs <- s.Write(testCtx(t), b)
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM kube_cdc.changes WHERE op = 'delete'`); n != keys {
+		t.Errorf("%d delete rows for %d objects deleted once", n, keys)
+	}
+}
+
 func TestARecreatedObjectRevivesItsRow(t *testing.T) {
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(0, cm("a", "uid-1", 10, change.OpCreate), cm("a", "uid-1", 11, change.OpDelete)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -229,6 +230,16 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 		out = append(out, statement{sql: ignore.stage, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
 			step: "noise", skipped: skipped})
 	}
+	if hasInferredDelete(staged) {
+		// Batches of one resource that infer deletes take turns: the changes insert
+		// leaves out an inferred delete of a row already tombstoned (insertChangesSQL),
+		// which it sees only once the other's transaction has committed. Two scopes
+		// covering one key (label selectors in one namespace) relist at once and each
+		// infer its delete when it has left both. Relist batches only; the wait is for
+		// the other's commit.
+		out = append(out, statement{sql: "SELECT pg_advisory_xact_lock($1)",
+			args: []any{inferredKey(s.opts.Schema, s.cluster, res.Group, res.Resource)}, step: "lock"})
+	}
 	insert := s.sql.insertChanges
 	if hasWatchUpdate(staged) {
 		insert = s.sql.insertChangesDiff
@@ -253,6 +264,25 @@ func hasWatchUpdate(cs []change.Change) bool {
 		}
 	}
 	return false
+}
+
+// hasInferredDelete reports whether cs holds an inferred delete.
+func hasInferredDelete(cs []change.Change) bool {
+	for i := range cs {
+		if cs[i].Op == change.OpDelete && cs[i].Inferred {
+			return true
+		}
+	}
+	return false
+}
+
+// inferredKey is the transaction advisory lock of the batches that infer deletes of one
+// resource of one cluster in schema; the prefix keeps it apart from the writer and
+// migration locks and from other applications' advisory locks.
+func inferredKey(schema, cluster, group, resource string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("kube-cdc inferred deletes\x00" + schema + "\x00" + cluster + "\x00" + group + "\x00" + resource))
+	return int64(h.Sum64())
 }
 
 // hasSnapshot reports whether cs holds a snapshot upsert, which may revive a row (revive).
