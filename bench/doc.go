@@ -156,14 +156,23 @@
 // COPY into the real schema, callable by any benchmark):
 //   - HistoryAtScale: 10M changes rows (KUBE_CDC_BENCH_HISTORY_ROWS) over 3 clusters and
 //     12 months, ~1.2 KB objects, in the partitioned changes (migration 012). The named
-//     queries of historyQueries (history() of one object, target p99 ≤ 10 ms; what changed
-//     in a namespace in the last hour, ≤ 100 ms; add as_of and the web UI's feeds there)
-//     run side by side; then retention of the oldest month (target ≤ 1 s) while a sink
+//     queries of historyQueries (history() of one object, target p99 ≤ 10 ms, and of one
+//     whose cluster-0 versions each have an exact audit event (historygen's
+//     AuditedNamespaces: the first 4 namespaces of cluster-0); what changed in a namespace
+//     in the last hour, ≤ 100 ms; as_of, the web UI's feeds and object page, `kube-cdc
+//     history`'s read) run side by side; then retention of the oldest month (target ≤ 1 s) while a sink
 //     writes 200 changes/s, their p99 latency against the mean of 10 s of the same writes
 //     before and 10 s after it (≤ 1.2×).
 //   - HistoryRelistWrite: one relist batch of 20,000 ~1.3 KB snapshots into a fresh
 //     partitioned and a fresh unpartitioned (migrations before 012) changes, 5 rounds
 //     each, alternating: the medians' throughput ratio (≥ 0.95×).
+//   - ChangesWriteCost: the relist batch above and 3 s of one-change batches at 200/s
+//     into fresh schemas with the index sets of migrations 010, 012, 015 and all: what
+//     changes' indexes cost a write.
+//   - StoredChangedPathsWriteCost (internal/sinks/postgres, the second command of `make
+//     bench`): watch updates whose data changes at every version, one-update and
+//     1,000-update batches, by the sink as built and by one that stores no changed paths
+//     (migration 017): what storing them costs a write.
 //   - PartitionChanges: `kube-cdc migrate --partition-changes` of a 1M-row unpartitioned
 //     changes (KUBE_CDC_BENCH_MIGRATION_ROWS) while a sink writes 200 changes/s: each
 //     step's time, the time under exclusive locks, the writes' latency; and the automatic
