@@ -631,3 +631,21 @@ func TestTheAuditReceiverNeedsTLSAnAuthenticationAndAPostgresSink(t *testing.T) 
 		t.Errorf("a complete receiver config: %v", err)
 	}
 }
+
+// sinks[].postgres.changedPaths is "write" unless set; "read" is taken; anything else
+// names the key and the two values.
+func TestPostgresChangedPathsIsWriteByDefaultAndAnythingButWriteOrReadIsRefused(t *testing.T) {
+	sink := func(opts string) string {
+		return `sinks: [{name: p, type: postgres, postgres: {dsn: 'postgres://x@localhost/db'` + opts + `}}]`
+	}
+	if got := mustLoad(t, sink("")).Sinks[0].Postgres.ChangedPaths; got != "write" {
+		t.Errorf("default changedPaths %q, want write", got)
+	}
+	if got := mustLoad(t, sink(", changedPaths: read")).Sinks[0].Postgres.ChangedPaths; got != "read" {
+		t.Errorf("changedPaths: read gave %q", got)
+	}
+	_, err := load(t, sink(", changedPaths: never"))
+	if err == nil || !strings.Contains(err.Error(), "sinks[0].postgres.changedPaths") || !strings.Contains(err.Error(), `must be "write" or "read", got "never"`) {
+		t.Errorf("changedPaths: never: %v", err)
+	}
+}

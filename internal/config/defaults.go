@@ -89,6 +89,8 @@ func sinkDefaults(typ string) map[string]any {
 				// Migration 012: monthly changes partitions kept created ahead.
 				"partitionsAhead":      postgres.DefaultPartitionsAhead,
 				"retentionByPartition": false,
+				// Migration 017: a watch update's changed paths stored as it is written.
+				"changedPaths": postgres.ChangedPathsWrite,
 			},
 		}
 	case SinkKafka:

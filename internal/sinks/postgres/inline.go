@@ -46,6 +46,7 @@ func inlineFixed(checkpoint bool) int {
 type inlineStatements struct {
 	objects, changes, resolve, checkpoint string // the CTEs' bodies, numbered as inlineFixed says
 	schema                                string
+	diff                                  bool // watch updates get their changed paths (insertChangesSQL)
 
 	mu  sync.Mutex
 	sql map[inlineKey]inlineStatement
@@ -75,12 +76,13 @@ func renumber(sql string, to map[int]int) string {
 	})
 }
 
-func newInlineStatements(schema string, st statements) *inlineStatements {
+func newInlineStatements(schema string, st statements, diff bool) *inlineStatements {
 	resource := map[int]int{3: 4} // $1 cluster, $2 group, $3 resource → the layout's $4
 	return &inlineStatements{
 		schema:  schema,
 		objects: upsertSQL(schema, "latest", "true"),
-		changes: renumber(insertChangesSQL(schema, "stage", false, true), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
+		changes: renumber(insertChangesSQL(schema, "stage", false, diff), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
+		diff:    diff,
 		resolve: renumber(resolveSQL(schema, "latest"), resource),
 		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
 		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
@@ -114,7 +116,7 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 		after := inlineFixed(checkpoint) + rows*stageWidth
 		fmt.Fprintf(&sb, "%s,\nw_tally AS (%s),\n", renumber(noise.ctes, map[int]int{3: 4}),
 			renumber(tallySQL(in.schema, "noise"), map[int]int{3: 4, 4: after + 1, 5: after + 2}))
-		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false, true), map[int]int{3: 4, 4: 6})
+		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false, in.diff), map[int]int{3: 4, 4: 6})
 		objects = upsertSQL(in.schema, "latest", "s.seq NOT IN (SELECT seq FROM noise)")
 	}
 	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", objects, changes, in.resolve)

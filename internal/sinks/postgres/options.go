@@ -42,7 +42,21 @@ type Options struct {
 	// ahead of the current month (at start and every hour). Default
 	// DefaultPartitionsAhead; rows of a month not created yet go to changes_default.
 	PartitionsAhead int `koanf:"partitionsAhead"`
+	// ChangedPaths is when a watch update's changed paths (history()'s changed column)
+	// are computed: ChangedPathsWrite (the default, "") stores them in changes.changed as
+	// the update is written, which keeps history() a read of rows but costs the write
+	// ~25 µs of database time per update (docs/benchmarks.md); ChangedPathsRead stores
+	// nothing and history() computes them when read (~18 µs per version shown).
+	ChangedPaths string `koanf:"changedPaths"`
 }
+
+// The values of Options.ChangedPaths.
+const (
+	ChangedPathsWrite = "write"
+	ChangedPathsRead  = "read"
+)
+
+func (o Options) storesChangedPaths() bool { return o.ChangedPaths != ChangedPathsRead }
 
 func (o Options) partitionsAhead() int {
 	if o.PartitionsAhead <= 0 {

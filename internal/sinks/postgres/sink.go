@@ -96,7 +96,7 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 		sql:          newStatements(opts.Schema),
 		writerTiming: defaultWriterTiming(),
 	}
-	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql)
+	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql, opts.storesChangedPaths())
 	s.exchange = roundtrip.New(pool)
 	if err := s.start(ctx); err != nil {
 		pool.Close()

@@ -31,6 +31,9 @@ func (o Options) Validate() error {
 	if o.PartitionsAhead < 0 {
 		return fmt.Errorf("partitionsAhead: must not be negative, got %d", o.PartitionsAhead)
 	}
+	if o.ChangedPaths != "" && o.ChangedPaths != ChangedPathsWrite && o.ChangedPaths != ChangedPathsRead {
+		return fmt.Errorf("changedPaths: must be %q or %q, got %q", ChangedPathsWrite, ChangedPathsRead, o.ChangedPaths)
+	}
 	return nil
 }
 

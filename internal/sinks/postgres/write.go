@@ -241,7 +241,7 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 			args: []any{inferredKey(s.opts.Schema, s.cluster, res.Group, res.Resource)}, step: "lock"})
 	}
 	insert := s.sql.insertChanges
-	if hasWatchUpdate(staged) {
+	if s.opts.storesChangedPaths() && hasWatchUpdate(staged) {
 		insert = s.sql.insertChangesDiff
 	}
 	out = append(out, statement{sql: insert, args: []any{s.cluster, res.Group, res.Resource, s.opts.HardDelete}, step: "changes"})
