@@ -203,47 +203,55 @@ func TestChangeActorsNearestIsByKeyVerbAndTimeAndNeverAcrossUIDs(t *testing.T) {
 	}
 }
 
-func TestChangeActorsNearestHoldsWhenKubeCDCObservedTheChangesLate(t *testing.T) {
-	ctx := testCtx(t)
-	store, conn := actorsDB(t)
-	t0 := time.Now().Add(-time.Minute).UTC()
-	// A burst: created, deleted and created again within 30 ms, all observed 500 ms later
-	// (the apiserver answered long before kube-cdc saw the changes).
-	late := t0.Add(500 * time.Millisecond)
-	ids := insertChanges(t, conn,
-		row{"b", "u1", 10, "create", late, ""},
-		row{"b", "u1", 11, "delete", late.Add(time.Millisecond), ""},
-		row{"b", "u2", 12, "create", late.Add(2 * time.Millisecond), ""},
-	)
-	if err := store.Store(ctx, []audit.Event{
-		ev("c1", "create", "b", "dev-a", t0),
-		ev("d1", "delete", "b", "dev-c", t0.Add(10*time.Millisecond)),
-		ev("c2", "create", "b", "dev-b", t0.Add(30*time.Millisecond)),
-	}); err != nil {
-		t.Fatal(err)
+// A burst of writes that kube-cdc observed 500 ms after the apiserver answered them,
+// all at once: each change still gets the write that made it. A create is made by a
+// create even where the next write lies nearer its observation (CI saw the update's user
+// on a create), and never by a write of another uid.
+func TestChangeActorsNearestHoldsWhenKubeCDCObservedABurstLate(t *testing.T) {
+	type write struct {
+		id, verb, user string
+		after          time.Duration // after the burst's first write
 	}
-	check(t, "late", actorsOf(t, conn, ids), "dev-a nearest", "dev-c nearest", "dev-b nearest")
-}
-
-func TestChangeActorsNearestPrefersTheChangesOwnVerbOverACloserWrite(t *testing.T) {
-	ctx := testCtx(t)
-	store, conn := actorsDB(t)
-	t0 := time.Now().Add(-time.Minute).UTC()
-	// Created by dev-a and updated by dev-b 10 ms later, both observed 500 ms after the
-	// apiserver answered: dev-b's update lies nearer the create's observation than dev-a's
-	// create does, but a create is made by a create (CI saw the update's user on it).
-	late := t0.Add(500 * time.Millisecond)
-	ids := insertChanges(t, conn,
-		row{"v", "u1", 10, "create", late, ""},
-		row{"v", "u1", 11, "update", late.Add(time.Millisecond), ""},
-	)
-	if err := store.Store(ctx, []audit.Event{
-		ev("c1", "create", "v", "dev-a", t0),
-		ev("u1", "update", "v", "dev-b", t0.Add(10*time.Millisecond)),
-	}); err != nil {
-		t.Fatal(err)
+	type version struct {
+		uid  string
+		rv   int64
+		op   string
+		want string
 	}
-	check(t, "verb", actorsOf(t, conn, ids), "dev-a nearest", "dev-b nearest")
+	for _, tc := range []struct {
+		name     string
+		writes   []write
+		versions []version
+	}{
+		{"created, deleted and created again within 30 ms",
+			[]write{{"c1", "create", "dev-a", 0}, {"d1", "delete", "dev-c", 10 * time.Millisecond}, {"c2", "create", "dev-b", 30 * time.Millisecond}},
+			[]version{{"u1", 10, "create", "dev-a nearest"}, {"u1", 11, "delete", "dev-c nearest"}, {"u2", 12, "create", "dev-b nearest"}}},
+		{"created, then updated 10 ms later",
+			[]write{{"c1", "create", "dev-a", 0}, {"u1", "update", "dev-b", 10 * time.Millisecond}},
+			[]version{{"u1", 10, "create", "dev-a nearest"}, {"u1", 11, "update", "dev-b nearest"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			store, conn := actorsDB(t)
+			t0 := time.Now().Add(-time.Minute).UTC()
+			late := t0.Add(500 * time.Millisecond)
+			var rows []row
+			var want []string
+			for i, v := range tc.versions {
+				rows = append(rows, row{"b", v.uid, v.rv, v.op, late.Add(time.Duration(i) * time.Millisecond), ""})
+				want = append(want, v.want)
+			}
+			ids := insertChanges(t, conn, rows...)
+			var events []audit.Event
+			for _, w := range tc.writes {
+				events = append(events, ev(w.id, w.verb, "b", w.user, t0.Add(w.after)))
+			}
+			if err := store.Store(ctx, events); err != nil {
+				t.Fatal(err)
+			}
+			check(t, "late", actorsOf(t, conn, ids), want...)
+		})
+	}
 }
 
 func TestHistoryFunctionCarriesTheActor(t *testing.T) {
@@ -326,14 +334,21 @@ func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
 	}
 }
 
-func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t *testing.T) {
-	ctx := testCtx(t)
+// sinkWithAudit is a sink and an audit store on one fresh database.
+func sinkWithAudit(t *testing.T) (*Sink, *AuditStore, string) {
+	t.Helper()
 	s, dsn := newSink(t, Options{})
-	store, err := NewAuditStore(ctx, cluster, Options{DSN: dsn})
+	store, err := NewAuditStore(testCtx(t), cluster, Options{DSN: dsn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
+	return s, store, dsn
+}
+
+func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t *testing.T) {
+	ctx := testCtx(t)
+	s, store, dsn := sinkWithAudit(t)
 	conn := connect(t, dsn)
 	now := time.Now().UTC()
 	ids := insertChanges(t, conn,
@@ -461,12 +476,7 @@ func TestAnEventWithANULByteOrInvalidUTF8IsStoredWithItsBatch(t *testing.T) {
 // namespace included: the delete made by one has its user, a key with no event none.
 func TestHistoryReadsEachVersionsActorIncludingADeletecollections(t *testing.T) {
 	ctx := testCtx(t)
-	s, dsn := newSink(t, Options{})
-	store, err := NewAuditStore(ctx, cluster, Options{DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
+	s, store, _ := sinkWithAudit(t)
 	write(t, s, batch(10, cm("f", "uid-f", 10, change.OpCreate), cm("q", "uid-q", 10, change.OpCreate), cm("quiet", "uid-quiet", 10, change.OpCreate)))
 	write(t, s, batch(11, cm("f", "uid-f", 11, change.OpUpdate), cm("q", "uid-q", 11, change.OpUpdate)))
 	write(t, s, batch(12, cm("f", "uid-f", 12, change.OpDelete)))
