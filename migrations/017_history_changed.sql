@@ -34,7 +34,7 @@ ALTER TABLE objects ADD COLUMN IF NOT EXISTS in_changes boolean NOT NULL DEFAULT
 -- altered: it is dropped and created again.
 --
 -- Its query is PL/pgSQL's (history_rows), whose plan a session keeps: planning it (the
--- changes partitions, each version's actor through the view change_actors) took 15-25 ms,
+-- changes partitions, each version's actor through change_actor) took 15-25 ms,
 -- more than running it, and a LANGUAGE sql function with a SET clause is planned at every
 -- call. The plan is generic from the first call (plan_cache_mode): the key is not the
 -- partition key, so a custom plan prunes nothing a generic one does not prune at run
@@ -61,8 +61,9 @@ BEGIN
     v_clusters := CASE WHEN p_cluster IS NULL THEN ARRAY(SELECT DISTINCT k.cluster FROM checkpoints k)
                        ELSE ARRAY[p_cluster] END;
     -- The clusters with an audit event of the key (or a deletecollection in its
-    -- namespace): only their versions look their actor up. Where audit events are not received (most objects, most
-    -- clusters) that lookup cost ~10-15 µs a version, a third of history().
+    -- namespace): only their versions look their actor up. Where audit events are not
+    -- received (most objects, most clusters) that lookup cost ~10-15 µs a version, a
+    -- third of history().
     v_audited := ARRAY(SELECT k FROM unnest(v_clusters) k
                         WHERE EXISTS (SELECT 1 FROM audit_events e
                                        WHERE e.cluster = k AND e.api_group = v_group AND e.resource = v_resource
