@@ -161,7 +161,7 @@ audit:
 
 	fmt.Printf("kube-cdc started (log: %s); waiting for its initial sync (/readyz)…\n", logPath)
 	if err := daemon.waitReady(ctx, "http://"+metricsAddr+"/readyz"); err != nil {
-		return err
+		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
 	}
 	fmt.Printf("synced. The web UI (timeline, objects, status) is at http://%s/\n", uiAddr)
 	fmt.Println("Now creating, updating and deleting objects while kube-cdc watches…")
