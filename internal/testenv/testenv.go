@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -11,14 +12,46 @@ import (
 	"strings"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It is chosen at
+// random below the kernel's ephemeral range (net.ipv4.ip_local_port_range), not by the
+// kernel: a port from that range, free when returned, can become the source port of any
+// outgoing connection (a busy test machine makes thousands) before the server it was
+// chosen for binds it, which then fails with "address already in use". Below the range
+// only another caller of FreePort can take it. Falls back to the kernel's choice when the
+// range starts too low to leave room.
 func FreePort() (int, error) {
+	const lowest = 10000
+	if first := ephemeralStart(); first-lowest >= 1000 {
+		for range 200 {
+			p := lowest + rand.IntN(first-lowest)
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue // in use
+			}
+			l.Close()
+			return p, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free loopback port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range (32768 when it cannot
+// be read: Linux's default).
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(b), &first, &last); err != nil || first <= 0 {
+		return 32768
+	}
+	return first
 }
 
 // RepoRoot is the kube-cdc checkout this package was compiled from.
