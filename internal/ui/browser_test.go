@@ -111,13 +111,16 @@ func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.
 	screenshot("timeline")
 
 	// Filter by namespace, then by resource, through the form.
+	// Each filtered page is waited on until its chart is drawn: the chart sits above the
+	// form and its legend grows it, so a click on the form before it is drawn can land
+	// where the button was (CI once hung on the next step's page).
 	do("filter by namespace", chromedp.SetValue(chromedp.CSS("#f-ns"), w.ns), chromedp.Click(chromedp.CSS("#f-apply")),
-		chromedp.WaitVisible(chromedp.CSS(`#f-ns[value="`+w.ns+`"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#f-ns[value="`+w.ns+`"]`)), chromedp.WaitVisible(chromedp.CSS(`#chart[data-drawn="true"] canvas`)))
 	if texts := strs("the feed's namespaces", rowTexts(3)); len(texts) == 0 || slices.ContainsFunc(texts, func(s string) bool { return s != w.ns }) {
 		t.Errorf("filtered by namespace %s, the feed's namespaces are %v", w.ns, texts)
 	}
 	do("filter by resource", chromedp.SetValue(chromedp.CSS("#f-resource"), "secrets"), chromedp.Click(chromedp.CSS("#f-apply")),
-		chromedp.WaitReady(chromedp.CSS(`#f-resource option[value="secrets"][selected]`)))
+		chromedp.WaitReady(chromedp.CSS(`#f-resource option[value="secrets"][selected]`)), chromedp.WaitVisible(chromedp.CSS(`#chart[data-drawn="true"] canvas`)))
 	if texts := strs("the feed's resources", rowTexts(2)); !slices.Equal(texts, []string{"secrets"}) {
 		t.Errorf("filtered by resource secrets, the feed's resources are %v", texts)
 	}
