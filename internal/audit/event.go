@@ -77,17 +77,8 @@ func decodeTyped(r io.Reader) ([]Event, Counts, error) {
 	var c Counts
 	out := make([]Event, 0, len(list.Items))
 	for i := range list.Items {
-		e, why := extract(&list.Items[i])
-		switch why {
-		case kept:
-			c.Kept++
+		if e, why := extract(&list.Items[i]); c.count(why) {
 			out = append(out, e)
-		case notWrite:
-			c.NotWrite++
-		case refused:
-			c.Refused++
-		case dryRun:
-			c.DryRun++
 		}
 	}
 	return out, c, nil
@@ -102,17 +93,22 @@ func DecodeEvent(b []byte) (Event, bool, Counts, error) {
 	}
 	e, why := extract(&a)
 	var c Counts
+	return e, c.count(why), c, nil
+}
+
+// count adds one event of verdict why to c and reports whether it is kept.
+func (c *Counts) count(why verdict) bool {
 	switch why {
 	case kept:
-		c.Kept = 1
+		c.Kept++
 	case notWrite:
-		c.NotWrite = 1
+		c.NotWrite++
 	case refused:
-		c.Refused = 1
+		c.Refused++
 	case dryRun:
-		c.DryRun = 1
+		c.DryRun++
 	}
-	return e, why == kept, c, nil
+	return why == kept
 }
 
 // Add adds o's counts to c.

@@ -44,16 +44,8 @@ func decodeList(r io.Reader) ([]Event, Counts, error) {
 			ferr = err
 			return false
 		}
-		switch why {
-		case kept:
-			c.Kept++
+		if c.count(why) {
 			out = append(out, e)
-		case notWrite:
-			c.NotWrite++
-		case refused:
-			c.Refused++
-		case dryRun:
-			c.DryRun++
 		}
 		return true
 	})
