@@ -134,15 +134,14 @@ func historySink(cfg *config.Config, name, command string) (config.Sink, error) 
 }
 
 // openHistorySink opens the postgres sink named name (the first one when "") to read
-// only: it never changes the schema. command names the caller in errors.
-func openHistorySink(ctx context.Context, cfg *config.Config, name, command string) (*postgres.Sink, config.Sink, error) {
+// only (postgres.OpenReader): it writes nothing, neither the schema nor the cluster's
+// retention. command names the caller in errors.
+func openHistorySink(ctx context.Context, cfg *config.Config, name, command string) (*postgres.Reader, config.Sink, error) {
 	sc, err := historySink(cfg, name, command)
 	if err != nil {
 		return nil, sc, err
 	}
-	o := *sc.Postgres
-	o.Migrate = false // reading only: never change the schema
-	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	s, err := postgres.OpenReader(ctx, sc.Name, cfg.Cluster, *sc.Postgres)
 	if err != nil {
 		return nil, sc, err
 	}

@@ -29,13 +29,31 @@ type Target struct {
 // Read reads every configured sink's checkpoints and counts, and asks the running daemon
 // (AskDaemon) about the resources it does not stream. scopes are the configured scopes
 // by id; targets resolves the configured resources, called once, and only when a sink
-// keeps its checkpoints in a store.
+// keeps its checkpoints in a store. It writes nothing: each PostgreSQL sink is read
+// through a read-only pool of its own (OwnReader).
 func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error)) (*Report, error) {
+	return ReadWith(ctx, cfg, scopes, targets, OwnReader)
+}
+
+// OpenReader opens the read side of a PostgreSQL sink of cfg, for Read; the caller
+// closes it.
+type OpenReader func(ctx context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error)
+
+// OwnReader opens a read-only pool of its own to the sink's database
+// (postgres.OpenReader): what the command `status` uses.
+func OwnReader(ctx context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
+	return postgres.OpenReader(ctx, sc.Name, cfg.Cluster, *sc.Postgres)
+}
+
+// ReadWith is Read with PostgreSQL sinks (and the audit counts) read through open: the web
+// UI reads its one sink through its own read-only pool (postgres.ReaderOn) rather than
+// connecting at every request.
+func ReadWith(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error), open OpenReader) (*Report, error) {
 	r := &Report{Cluster: cfg.Cluster, Sinks: []Sink{}}
 	var resolved []Target
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
-			s, err := postgresStatus(ctx, cfg, sc, scopes)
+			s, err := postgresStatus(ctx, cfg, sc, scopes, open)
 			if err != nil {
 				return nil, err
 			}
@@ -55,7 +73,7 @@ func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targ
 		r.Sinks = append(r.Sinks, s)
 	}
 	r.Daemon = AskDaemon(ctx, cfg.Metrics.Address, scopes)
-	r.Audit = readAudit(ctx, cfg, time.Now())
+	r.Audit = readAudit(ctx, cfg, time.Now(), open)
 	return r, nil
 }
 
@@ -72,11 +90,9 @@ func ScopeOf(scopes map[string]Scope, id string) *Scope {
 // postgresStatus reads the sink's own tables: checkpoints with their time and epoch,
 // object counts, the changes in quarantine that no later version has replaced, and the
 // running kube-cdc processes that hold and wait for its writer lock.
-func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]Scope) (Sink, error) {
+func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]Scope, open OpenReader) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: "postgres", Resources: []resourceStatus{}}
-	o := *sc.Postgres
-	o.Migrate = false
-	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	s, err := open(ctx, cfg, sc)
 	if err != nil {
 		return out, err
 	}

@@ -61,10 +61,25 @@ func (o Options) withDefaults() Options {
 }
 
 // New connects to PostgreSQL, applies pending migrations unless opts.Migrate is false,
-// and returns the sink named name, writing for cluster. Connection errors that will not
+// records the cluster's retention and creates the months of changes ahead
+// (EnsurePartitions), and returns the sink named name, writing for cluster: a writer's
+// start, for run alone (commands that only read open a Reader). Connection errors that will not
 // heal (wrong password, missing privilege, unknown database) are retry.Terminal with a
 // one-line message naming the cause; refused connections and timeouts are retryable.
 func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
+	s, err := dial(ctx, name, cluster, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	s.lastPartitions.Store(time.Now().UnixNano())
+	s.ensurePartitionsLogged(ctx)
+	return s, nil
+}
+
+// dial is New but for the partitions: it connects, migrates unless opts.Migrate is
+// false, and probes the schema, writing nothing else (Check's way of starting as run
+// starts).
+func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
 	opts = opts.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -103,8 +118,6 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 		return nil, fmt.Errorf("postgres sink %q: %w", name, err)
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	s.lastPartitions.Store(time.Now().UnixNano())
-	s.ensurePartitionsLogged(ctx)
 	return s, nil
 }
 
