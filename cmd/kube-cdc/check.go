@@ -13,7 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
@@ -108,14 +110,43 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 			t.result("sink "+sc.Name, err, detail)
 			continue
 		}
-		s, err := openSink(ctx, cfg, sc, quiet)
-		if err == nil {
-			err = s.Close()
-		}
-		t.result("sink "+sc.Name, err, sc.Type+" reachable")
+		detail, err := checkStoreSink(ctx, cfg, sc, quiet)
+		t.result("sink "+sc.Name, err, detail)
 		if err == nil && sc.Type == config.SinkKafka {
 			checkDeadLetters(ctx, cfg, sc, served, t)
 		}
 	}
 	checkAudit(ctx, cfg, t)
+}
+
+// checkStoreSink checks a sink that keeps its checkpoints in a store (Kafka, stdout) as
+// run opens it, but a file store without its writer lock, which the running kube-cdc
+// holds (checkpoint.CheckFile): opening it for writing would wait, then fail, beside the
+// daemon whose configuration is being checked.
+func checkStoreSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (string, error) {
+	if !strings.EqualFold(sc.Checkpoint.Type, checkpoint.TypeFile) {
+		s, err := openSink(ctx, cfg, sc, log)
+		if err != nil {
+			return "", err
+		}
+		return sc.Type + " reachable", s.Close()
+	}
+	path := sc.Checkpoint.Path
+	if path == "" {
+		path = checkpoint.DefaultPath
+	}
+	file, err := checkpoint.CheckFile(path)
+	if err != nil {
+		return "", fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err) // as run says it
+	}
+	if sc.Type == config.SinkKafka {
+		s, err := kafka.New(ctx, sc.Name, cfg.Cluster, *sc.Kafka, checkpoint.None{}, log) // the brokers alone
+		if err != nil {
+			return "", err
+		}
+		if err := s.Close(); err != nil {
+			return "", err
+		}
+	}
+	return sc.Type + " reachable; " + file, nil
 }

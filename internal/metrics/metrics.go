@@ -64,6 +64,8 @@ type Metrics struct {
 	// (written once or twice per change at a steady rate) does not hash and look up its
 	// label values again each time.
 	perSink sync.Map // [2]string → *sinkSeries
+
+	checkpointFiles sync.Map // sink name → CheckpointFile (checkpoints.go)
 }
 
 // sinkSeries are the children of one (sink, resource) that every batch updates.

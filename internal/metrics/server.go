@@ -20,8 +20,10 @@ const shutdownTimeout = 5 * time.Second
 
 // Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
 // runs), /readyz (503 with ready's error until it returns nil, then 200 "ok"; a nil
-// ready is always ready) and /resources (JSON: the resources that do not stream now and
-// why, and those whose access was revoked under an open watch, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
+// ready is always ready), /resources (JSON: the resources that do not stream now and
+// why, and those whose access was revoked under an open watch, as ResourcesAnswer; what `kube-cdc status` asks a running daemon)
+// and /checkpoints/{sink} (a copy of the sink's checkpoint file, to this machine only:
+// ServeCheckpointFile). With profiling
 // on (config metrics.pprof), also Go's /debug/pprof/ endpoints.
 func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	mux := http.NewServeMux()
@@ -48,6 +50,7 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 		}
 		json.NewEncoder(w).Encode(a)
 	})
+	mux.HandleFunc("GET /checkpoints/{sink}", m.serveCheckpointFile)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if ready != nil {

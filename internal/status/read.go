@@ -162,25 +162,35 @@ func ptr[T any](v T) *T { return &v }
 // replaced (kafkaQuarantine).
 func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []Target) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: sc.Checkpoint.Type, Resources: []resourceStatus{}}
-	var store checkpoint.Store
-	var err error
-	switch sc.Type {
-	case config.SinkKafka:
+	var (
+		store      checkpoint.Store
+		closeStore = func() {}
+		note       string
+		err        error
+	)
+	switch {
+	case strings.EqualFold(sc.Checkpoint.Type, checkpoint.TypeFile):
+		// Read only, or the running daemon's copy: never the writer's lock (filestore.go).
+		store, closeStore, note, err = readFileStore(ctx, cfg, sc)
+	case sc.Type == config.SinkKafka:
 		store, err = kafka.OpenCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint)
-	default:
-		store, err = checkpoint.Open(sc.Checkpoint)
-		if err != nil {
-			err = fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err) // as run says it
+		if err == nil {
+			closeStore = func() { store.Close() }
 		}
+	default:
+		store, err = checkpoint.Open(sc.Checkpoint) // none, or a type this sink cannot use
 	}
 	if err != nil {
-		return out, fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
+		return out, fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err) // as run says it
 	}
 	if store == (checkpoint.None{}) {
 		out.CheckpointStore = "none"
 		return out, nil
 	}
-	defer store.Close()
+	defer closeStore()
+	if note != "" {
+		out.Errors = append(out.Errors, note)
+	}
 	type quarantine struct {
 		q   map[change.Key]kafka.QuarantinedRecord
 		err error
