@@ -131,11 +131,29 @@ func TestARoleWithSelectOnlyGetsEveryPageOfKubeCDCUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword("ui_select_only", "select-only")
-	base := startUI(t, uiConfig(t, u.String()), "--listen", "127.0.0.1:0")
+	cfg := uiConfig(t, u.String())
+	base := startUI(t, cfg, "--listen", "127.0.0.1:0")
 	for path, want := range everyPage(w.ns) {
 		code, body := getBody(t, base+path)
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("%s as a role with SELECT only: %d, want 200 showing %q\n%.2000s", path, code, want, body)
+		}
+	}
+	// The commands that only read need no more.
+	at := time.Now().UTC().Format(time.RFC3339)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "warehouse"},
+		{[]string{"history", "configmaps", "app-config", "-n", w.ns}, "alice-tool"},
+		{[]string{"as-of", at, "configmaps", "-n", w.ns}, "app-config"},
+	} {
+		cmd := exec.Command(binary, append(c.args, "-c", cfg)...)
+		cmd.Env = append(os.Environ(), "KUBE_CDC_TRANSFORMS__DIGESTKEY="+digestKey)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("kube-cdc %v as a role with SELECT only: %v, want %q\n%s", c.args, err, c.want, out)
 		}
 	}
 }
