@@ -140,7 +140,7 @@ func TestARoleWithSelectOnlyGetsEveryPageOfKubeCDCUI(t *testing.T) {
 		}
 	}
 	// The commands that only read need no more.
-	at := time.Now().UTC().Format(time.RFC3339)
+	at := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -177,7 +177,7 @@ func TestKubeCDCUIAndTheReadingCommandsLeaveAWritersRetentionAsItIs(t *testing.T
 	if after := retentionRow(t); after != before {
 		t.Errorf("after kube-cdc ui served every page 3 times, the retention row is %s, want %s as the writer left it", after, before)
 	}
-	at := time.Now().UTC().Format(time.RFC3339)
+	at := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, args := range [][]string{
 		{"status"},
 		{"history", "configmaps", "app-config", "-n", w.ns},
