@@ -163,9 +163,13 @@ func TestARoleWithSelectOnlyGetsEveryPageOfKubeCDCUI(t *testing.T) {
 // overwrite it with "forever": it writes nothing at all, even as a role that could.
 func TestKubeCDCUIAndTheReadingCommandsLeaveAWritersRetentionAsItIs(t *testing.T) {
 	w := theWorld(t)
-	execSQL(t, `UPDATE kube_cdc.retention SET keep = interval '30 days', updated_at = now() - interval '1 hour' WHERE cluster = '`+cluster+`'`)
+	// As a writer with postgres.retention: 720h leaves it, before each step.
+	writer := func() string {
+		execSQL(t, `UPDATE kube_cdc.retention SET keep = interval '30 days', updated_at = now() - interval '1 hour' WHERE cluster = '`+cluster+`'`)
+		return retentionRow(t)
+	}
 	t.Cleanup(func() { execSQL(t, `UPDATE kube_cdc.retention SET keep = NULL WHERE cluster = '`+cluster+`'`) })
-	before := retentionRow(t)
+	before := writer()
 	base := startUI(t, cfgPath, "--listen", "127.0.0.1:0") // the admin's DSN: a role that could write
 	for range 3 {
 		for path := range everyPage(w.ns) {
@@ -184,6 +188,7 @@ func TestKubeCDCUIAndTheReadingCommandsLeaveAWritersRetentionAsItIs(t *testing.T
 		{"as-of", at, "configmaps", "-n", w.ns},
 		{"check"},
 	} {
+		before := writer()
 		cmd := exec.Command(binary, append(args, "-c", cfgPath)...)
 		cmd.Env = append(os.Environ(), "KUBE_CDC_TRANSFORMS__DIGESTKEY="+digestKey)
 		out, err := cmd.CombinedOutput()
