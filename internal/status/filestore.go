@@ -46,7 +46,7 @@ func readFileStore(ctx context.Context, cfg *config.Config, sc config.Sink) (sto
 	}
 	f, tmp, err := daemonCopy(ctx, cfg.Metrics.Address, sc.Name, path)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("checkpoint file %s is held by a running process, and status reads it through the running kube-cdc: %w", path, err)
+		return nil, nil, "", fmt.Errorf("file %s is held by a running process, and status reads a copy from the running kube-cdc: %w", path, err)
 	}
 	return f, func() { f.Close(); os.Remove(tmp) }, "", nil
 }
