@@ -173,7 +173,7 @@ func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, target
 		// Read only, or the running daemon's copy: never the writer's lock (filestore.go).
 		store, closeStore, note, err = readFileStore(ctx, cfg, sc)
 	case sc.Type == config.SinkKafka:
-		store, err = kafka.OpenCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint)
+		store, err = kafka.ReadCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint) // creates no topic
 		if err == nil {
 			closeStore = func() { store.Close() }
 		}
