@@ -29,6 +29,7 @@ const (
 	analyzeDelay   = time.Second
 	analyzeShare   = 0.2
 	analyzeMinRows = 1000
+	analyzeTarget  = 10 // default_statistics_target of the sink's ANALYZE: 3,000 rows sampled
 )
 
 // noteBulkLoad records that a committed COPY batch put n rows into objects and changes,
@@ -70,7 +71,7 @@ func (s *Sink) analyzeLoaded(ctx context.Context) error {
 		}
 		start := time.Now()
 		// ANALYZE of a partitioned changes samples its partitions and analyzes each.
-		if _, err := s.pool.Exec(ctx, "ANALYZE "+qualified); err != nil {
+		if err := s.analyze(ctx, qualified); err != nil {
 			return fmt.Errorf("analyze %s: %w", table, classify(err, s.password))
 		}
 		s.log.Debug("analyzed after a bulk load", "sink", s.name, "table", table, "loaded", loaded,
@@ -93,9 +94,24 @@ func (s *Sink) analyzePartitions(ctx context.Context) error {
 		return fmt.Errorf("list the partitions of changes never analyzed: %w", classify(err, s.password))
 	}
 	for _, p := range parts {
-		if _, err := s.pool.Exec(ctx, "ANALYZE "+pgx.Identifier{s.opts.Schema, p}.Sanitize()); err != nil {
+		if err := s.analyze(ctx, pgx.Identifier{s.opts.Schema, p}.Sanitize()); err != nil {
 			return fmt.Errorf("analyze the partition %s: %w", p, classify(err, s.password))
 		}
 	}
 	return nil
+}
+
+// analyze runs ANALYZE of the qualified table with a sample of analyzeTarget: the write
+// path's plans need the tables' sizes and their key columns' spread, not the histograms
+// of jsonb the default target of 100 computes from 30,000 rows. At 20k objects of ~1.3 KB
+// that took objects and changes 127 and 133 ms, against 656 and 604 ms at the default.
+// Autovacuum analyzes again at the server's target once a tenth of the rows changed.
+func (s *Sink) analyze(ctx context.Context, qualified string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL default_statistics_target = %d", analyzeTarget)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "ANALYZE "+qualified)
+		return err
+	})
 }
