@@ -39,7 +39,8 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	})
 	mux.HandleFunc("GET /resources", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations(), AccessDenied: m.AccessDenials()}
+		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations(), AccessDenied: m.AccessDenials(),
+			SignalsDenied: m.SignalsDenials()}
 		if a.Degraded == nil {
 			a.Degraded = []Degradation{}
 		}
@@ -72,6 +73,9 @@ type ResourcesAnswer struct {
 	// AccessDenied are the resources that stream but may no longer be listed or watched
 	// (the periodic access review): their next re-watch or relist will fail. Never null.
 	AccessDenied []AccessDenial `json:"accessDenied"`
+	// SignalsDenied is the signal ConfigMap the leader may not read or write: resnapshot
+	// requests are not answered. Null when they are.
+	SignalsDenied *SignalsDenial `json:"signalsDenied"`
 }
 
 // Serve serves Mux(m, ready, profiling) on addr until ctx ends, then shuts down gracefully and
