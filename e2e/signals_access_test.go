@@ -43,14 +43,15 @@ func signalsDenied(addr string) (*metrics.SignalsDenial, error) {
 	return a.SignalsDenied, nil
 }
 
-// signalLines are the lines of d's log at WARN or ERROR that speak of the ConfigMap cm
-// (its name), and those at ERROR whatever they say.
+// signalLines are the lines of d's log at WARN and at ERROR that name the ConfigMap cm
+// (client-go's said `configmaps "<cm>" is forbidden`).
 func signalLines(d *daemon, cm string) (warns, errs []string) {
 	for _, line := range strings.Split(d.log(), "\n") {
 		switch {
+		case !strings.Contains(line, cm):
 		case strings.Contains(line, "level=ERROR"):
 			errs = append(errs, line)
-		case strings.Contains(line, "level=WARN") && strings.Contains(line, cm):
+		case strings.Contains(line, "level=WARN"):
 			warns = append(warns, line)
 		}
 	}

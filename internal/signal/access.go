@@ -143,9 +143,17 @@ func (s *Server) Run(ctx context.Context) error {
 		case len(a.Denied) > 0: // the periodic review
 			report(a)
 		case refused(err):
-			// The apiserver refused a request the review allowed: its authorizer may
-			// not agree with itself yet, or something else than RBAC refuses (an
-			// admission webhook). Said, and tried again after a while.
+			// Asked at once, so that a grant revoked is said as a missing grant.
+			if r, rerr := ReviewAccess(ctx, s.Client, s.Namespace, s.Name); rerr == nil && len(r.Denied) > 0 {
+				report(r)
+				break
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The apiserver refused a request the review allows: something else than
+			// RBAC refuses (an admission webhook), or the credentials. Said, and tried
+			// again after a while.
 			s.Log.Warn("resnapshot requests are not answered for now: the apiserver refused a request on the signal ConfigMap; trying again",
 				"configmap", cm, "in", s.deniedInterval().String(), "error", err)
 		default:
