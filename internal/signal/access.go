@@ -154,7 +154,7 @@ func (s *Server) Run(ctx context.Context) error {
 			// The apiserver refused a request the review allows: something else than
 			// RBAC refuses (an admission webhook), or the credentials. Said, and tried
 			// again after a while.
-			s.Log.Warn("resnapshot requests are not answered for now: the apiserver refused a request on the signal ConfigMap; trying again",
+			s.Log.Warn("the apiserver refused a request on the signal ConfigMap that RBAC allows: resnapshot requests are not answered for now; trying again",
 				"configmap", cm, "in", s.deniedInterval().String(), "error", err)
 		default:
 			return err

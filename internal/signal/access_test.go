@@ -196,7 +196,7 @@ func TestAServerWithoutItsGrantSaysSoOnceAnswersOnceGrantedAndStopsAnsweringWhen
 		}
 		return nil
 	})
-	if n := strings.Count(logs.String(), `level=WARN msg="resnapshot requests are not answered`); n != 1 {
+	if n := strings.Count(logs.String(), `level=WARN msg="resnapshot requests are not answered: the signal ConfigMap may not be read and written"`); n != 1 {
 		t.Errorf("%d warnings saying requests are not answered after ten checks, want 1:\n%s", n, logs)
 	}
 	if out := clientGo.String(); out != "" {
