@@ -21,7 +21,7 @@ const shutdownTimeout = 5 * time.Second
 // Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
 // runs), /readyz (503 with ready's error until it returns nil, then 200 "ok"; a nil
 // ready is always ready) and /resources (JSON: the resources that do not stream now and
-// why, and those whose access was revoked under an open watch, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
+// why, those whose access was revoked under an open watch, and a signal ConfigMap the leader may not use, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
 // on (config metrics.pprof), also Go's /debug/pprof/ endpoints.
 func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	mux := http.NewServeMux()
