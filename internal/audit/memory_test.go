@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -15,7 +16,8 @@ type batchReader struct {
 	n, objBytes, next int
 	pending           string
 	done              bool
-	read, sampled     int64
+	read              atomic.Int64 // the client's transport reads in a goroutine of its own
+	sampled           int64
 	sampleEvery       int64
 	maxHeap           uint64
 }
@@ -48,9 +50,9 @@ func (b *batchReader) Read(p []byte) (int, error) {
 	}
 	n := copy(p, b.pending)
 	b.pending = b.pending[n:]
-	b.read += int64(n)
-	if b.read-b.sampled >= b.sampleEvery {
-		b.sampled = b.read
+	read := b.read.Add(int64(n))
+	if read-b.sampled >= b.sampleEvery {
+		b.sampled = read
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
@@ -82,9 +84,9 @@ func TestDecodingABatchHoldsOneEventNotTheBody(t *testing.T) {
 	peak := int64(body.maxHeap) - int64(before.HeapAlloc)
 	kept := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("a body of %d MiB: live heap %.1f MiB above the start at most while decoding, %.1f MiB held by the %d events kept",
-		body.read>>20, float64(peak)/(1<<20), float64(kept)/(1<<20), len(events))
+		body.read.Load()>>20, float64(peak)/(1<<20), float64(kept)/(1<<20), len(events))
 	if peak > limit {
-		t.Errorf("decoding a %d MiB body held up to %d MiB of heap, want at most %d MiB", body.read>>20, peak>>20, limit>>20)
+		t.Errorf("decoding a %d MiB body held up to %d MiB of heap, want at most %d MiB", body.read.Load()>>20, peak>>20, limit>>20)
 	}
 	if kept > 1<<20 {
 		t.Errorf("the %d events kept hold %d KiB of heap, want at most 1 MiB: they keep their items' bytes", len(events), kept>>10)

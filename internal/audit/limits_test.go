@@ -1,0 +1,248 @@
+package audit
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-cdc/kube-cdc/internal/testenv"
+)
+
+// outcomes counts the receiver's requests by outcome.
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) AuditRequest(outcome string, _ map[string]int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[outcome]++
+}
+
+func (o *outcomes) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprint(o.n)
+}
+
+func (o *outcomes) get(outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[outcome]
+}
+
+// gatedStore is a memStore whose Store, while a gate is set, says it entered and waits for
+// the gate to open: a request in Store holds one of the receiver's slots.
+type gatedStore struct {
+	memStore
+	gmu     sync.Mutex
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (s *gatedStore) Store(ctx context.Context, events []Event) error {
+	s.gmu.Lock()
+	gate, entered := s.gate, s.entered
+	s.gmu.Unlock()
+	if gate != nil {
+		entered <- struct{}{}
+		<-gate
+	}
+	return s.memStore.Store(ctx, events)
+}
+
+func (s *gatedStore) has(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.events {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// The receiver answers 413 to a body over audit.webhook.maxBodyBytes without reading it
+// (a declared length) or reading no further than the limit (chunked); it answers 503 with Retry-After once maxInFlight requests are under way; and
+// the kube-apiserver's webhook backend, sending its batches meanwhile, has every one
+// stored: its small batches pass the limit, and a batch refused as busy is sent again
+// after Retry-After.
+func TestTheReceiverRefusesBodiesOverItsLimitUnreadAndBusyTimesWhileTheApiserversBatchesArrive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	certs, err := testenv.NewAuditTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 1 << 20
+	store, seen := &gatedStore{}, &outcomes{}
+	r := &Receiver{Addr: "127.0.0.1:0", CertFile: certs.CertFile, KeyFile: certs.KeyFile, ClientCAFile: certs.CAFile,
+		Store: store, Observer: seen, MaxBodyBytes: limit, MaxInFlight: 2}
+	ln, err := r.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx, ln) }()
+	url := "https://" + ln.Addr().String() + "/audit"
+
+	k := testenv.NewKube(t, testenv.KubeOptions{Audit: &testenv.AuditOptions{
+		Policy: "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n" +
+			"- level: RequestResponse\n  users: [dev-a@example.com]\n  resources: [{group: \"\", resources: [configmaps]}]\n  verbs: [create]\n" +
+			"- level: None\n",
+		Webhook: &testenv.AuditWebhook{URL: url, CAPEM: certs.CAPEM, ClientCertPEM: certs.ClientCertPEM, ClientKeyPEM: certs.ClientKeyPEM},
+	}})
+	dev, err := k.TokenUser(ctx, testenv.TokenUsers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(dev)
+	create := func(name string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStored := func(name string) {
+		t.Helper()
+		for !store.has(name) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the apiserver's event for ConfigMap %s was never stored (outcomes %v)", name, seen)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CAPEM)
+	cert, err := tls.X509KeyPair(certs.ClientCertPEM, certs.ClientKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	}
+	post := func(c *http.Client, body io.Reader, length int64) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = length
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+
+	// Bodies of 1 GiB (100,000 events of 10 KiB), produced as they are sent: the client
+	// sends no more than the receiver reads plus what the connection buffers.
+	for _, tc := range []struct {
+		name     string
+		declared bool
+	}{
+		{"Content-Length", true},
+		{"chunked", false},
+	} {
+		body := &batchReader{n: 100_000, objBytes: 5 << 10, sampleEvery: 1 << 62}
+		length := int64(-1)
+		if tc.declared {
+			length = 1 << 30
+		}
+		before := seen.get(OutcomeTooLarge)
+		resp := post(client(), body, length)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: answered %s, want 413", tc.name, resp.Status)
+		}
+		// Declared: refused before a byte is read, so the client sends less than the limit
+		// (what the connection takes before it is closed). Chunked: read up to the limit.
+		most := int64(16 << 20)
+		if tc.declared {
+			most = limit / 2
+		}
+		if read := body.read.Load(); read > most {
+			t.Errorf("%s: the client sent %d KiB of the body before the answer, want at most %d KiB", tc.name, read>>10, most>>10)
+		}
+		if n := seen.get(OutcomeTooLarge) - before; n != 1 {
+			t.Errorf("%s: counted %d requests too_large, want 1", tc.name, n)
+		}
+		t.Logf("%s: %s after the client sent %d KiB of the body", tc.name, resp.Status, body.read.Load()>>10)
+	}
+	create("while-too-large")
+	waitStored("while-too-large")
+	if n := store.len(); n != 1 {
+		t.Errorf("%d events stored, want the apiserver's 1: a refused body was stored", n)
+	}
+
+	// Two batches in Store take both slots.
+	gate, entered := make(chan struct{}), make(chan struct{}, 8)
+	store.gmu.Lock()
+	store.gate, store.entered = gate, entered
+	store.gmu.Unlock()
+	small := list(event(`"stage":"ResponseComplete","verb":"create","requestURI":"/api/v1/namespaces/a/configmaps",
+		"user":{"username":"dev-b@example.com"},"objectRef":{"resource":"configmaps","namespace":"a","name":"c"},
+		"responseStatus":{"metadata":{},"code":201}`))
+	held := make(chan int, 2)
+	for range 2 {
+		go func() { held <- post(client(), strings.NewReader(small), int64(len(small))).StatusCode }()
+	}
+	for range 2 {
+		select {
+		case <-entered:
+		case <-ctx.Done():
+			t.Fatal("two batches never reached Store")
+		}
+	}
+	resp := post(client(), strings.NewReader(small), int64(len(small)))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("a third request while two are under way: %s, Retry-After %q; want 503, Retry-After 1", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	// The apiserver's next batch is refused as busy too...
+	create("while-busy")
+	busyCtx, busyCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer busyCancel()
+	for seen.get(OutcomeBusy) < 2 {
+		select {
+		case <-busyCtx.Done():
+			t.Fatalf("the apiserver's batch was never refused as busy (outcomes %v)", seen)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	store.gmu.Lock()
+	store.gate = nil
+	store.gmu.Unlock()
+	close(gate)
+	for range 2 {
+		if code := <-held; code != http.StatusOK {
+			t.Errorf("a batch held in Store was answered %d, want 200", code)
+		}
+	}
+	// ...and sent again after Retry-After, once the slots are free.
+	waitStored("while-busy")
+	t.Logf("outcomes: %v", seen)
+
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
