@@ -22,6 +22,8 @@ type batchReader struct {
 	maxHeap           uint64
 }
 
+func (b *batchReader) sent() int64 { return b.read.Load() }
+
 func (b *batchReader) Read(p []byte) (int, error) {
 	if b.pending == "" {
 		switch {
