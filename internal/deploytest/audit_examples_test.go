@@ -180,11 +180,14 @@ func TestTheAuditExamplePolicyRecordsTheStreamedResourcesWritesWithTheirObjects(
 	must(k.Dynamic().Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}).
 		Namespace("default").Create(ctx, widget, metav1.CreateOptions{}))
 
-	// The log backend writes each event as its request completes: the last write's event
-	// is there once the create returned, give or take the file's flush.
+	// The log backend writes each event before its response (blocking mode): once the
+	// last ConfigMap's event is in the file, every earlier one that will be is.
+	must(cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "last"}}, metav1.CreateOptions{}))
 	type key struct{ verb, group, resource string }
 	var events map[key]auditv1.Event
-	for {
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	for last := false; !last; {
 		events = map[key]auditv1.Event{}
 		b, err := os.ReadFile(logPath)
 		if err != nil && !os.IsNotExist(err) {
@@ -192,17 +195,20 @@ func TestTheAuditExamplePolicyRecordsTheStreamedResourcesWritesWithTheirObjects(
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			var e auditv1.Event
-			if line == "" || json.Unmarshal([]byte(line), &e) != nil || e.ObjectRef == nil || e.ObjectRef.Name != "example" {
+			if line == "" || json.Unmarshal([]byte(line), &e) != nil || e.ObjectRef == nil {
 				continue
 			}
-			events[key{e.Verb, e.ObjectRef.APIGroup, e.ObjectRef.Resource}] = e
+			last = last || e.ObjectRef.Name == "last"
+			if e.ObjectRef.Name == "example" {
+				events[key{e.Verb, e.ObjectRef.APIGroup, e.ObjectRef.Resource}] = e
+			}
 		}
-		if _, ok := events[key{"create", "example.com", "widgets"}]; ok {
+		if last {
 			break
 		}
 		select {
-		case <-ctx.Done():
-			t.Fatalf("the widget's create was never logged; logged %v", events)
+		case <-wctx.Done():
+			t.Fatalf("the last ConfigMap's create was never logged; logged %v", events)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
