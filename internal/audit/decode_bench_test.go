@@ -28,7 +28,7 @@ func BenchmarkDecode(b *testing.B) {
 	for _, d := range []struct {
 		name   string
 		decode func(io.Reader) ([]Event, Counts, error)
-	}{{"fields only", Decode}, {"old", oldDecodeList}, {"published types", decodeTyped}} {
+	}{{"fields only", Decode}, {"published types", decodeTyped}} {
 		b.Run(d.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
