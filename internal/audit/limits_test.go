@@ -76,6 +76,9 @@ func (s *gatedStore) Store(ctx context.Context, events []Event) error {
 	if gate != nil {
 		entered <- struct{}{}
 		<-gate
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	return s.memStore.Store(ctx, events)
 }
@@ -265,5 +268,89 @@ func TestTheReceiverRefusesBodiesOverItsLimitUnreadAndBusyTimesWhileTheApiserver
 	cancel()
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
+	}
+}
+
+// A caller that stops sending its body loses its place after BodyTimeout, so a stalled
+// connection cannot hold the receiver's slots for ever; a Store that takes longer than
+// BodyTimeout, once the body is in, is not cut short by it.
+func TestACallerThatStallsMidBodyLosesItsPlaceButASlowStoreDoesNot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	certs, err := testenv.NewAuditTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = time.Second
+	store := &gatedStore{}
+	r := &Receiver{Addr: "127.0.0.1:0", CertFile: certs.CertFile, KeyFile: certs.KeyFile, Token: "tok", Store: store,
+		MaxInFlight: 1, BodyTimeout: timeout}
+	ln, err := r.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r.Serve(ctx, ln) }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CAPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	post := func(body io.Reader) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+ln.Addr().String()+"/audit", body)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	small := list(event(`"stage":"ResponseComplete","verb":"create","requestURI":"/api/v1/namespaces/a/configmaps",
+		"user":{"username":"dev-b@example.com"},"objectRef":{"resource":"configmaps","namespace":"a","name":"c"},
+		"responseStatus":{"metadata":{},"code":201}`))
+
+	// Half a body, then nothing: the receiver reads it, so it holds the one place.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	stalled := make(chan error, 1)
+	go func() { _, err := post(pr); stalled <- err }()
+	if _, err := pw.Write([]byte(small[:len(small)/2])); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	for {
+		code, err := post(strings.NewReader(small))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code == http.StatusOK {
+			break
+		}
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("answered %d while a stalled body holds the place, want 503 then 200", code)
+		}
+		if time.Since(began) > 10*timeout {
+			t.Fatalf("the stalled body still holds the place after %v (BodyTimeout %v)", time.Since(began), timeout)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Logf("the stalled body's place came free after %v", time.Since(began).Round(10*time.Millisecond))
+
+	// A Store held for twice BodyTimeout after the whole body came: still answered 200.
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	store.gmu.Lock()
+	store.gate, store.entered = gate, entered
+	store.gmu.Unlock()
+	slow := make(chan int, 1)
+	go func() { code, _ := post(strings.NewReader(small)); slow <- code }()
+	<-entered
+	time.AfterFunc(2*timeout, func() { close(gate) })
+	if code := <-slow; code != http.StatusOK {
+		t.Errorf("a Store that took %v answered %d, want 200", 2*timeout, code)
 	}
 }

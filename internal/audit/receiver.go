@@ -55,10 +55,10 @@ const DefaultMaxBodyBytes = 32 << 20
 // DefaultMaxInFlight is how many requests the receiver reads and stores at once.
 const DefaultMaxInFlight = 4
 
-// bodyTimeout bounds how long a request may take to send its body once admitted: the
-// apiserver gives up on a webhook call after 30 s (k8s.io/apiserver pkg/util/webhook,
+// DefaultBodyTimeout bounds how long a request may take to send its body once admitted:
+// the apiserver gives up on a webhook call after 30 s (k8s.io/apiserver pkg/util/webhook,
 // defaultRequestTimeout) and sends the batch again.
-const bodyTimeout = 30 * time.Second
+const DefaultBodyTimeout = 30 * time.Second
 
 // busyRetryAfter is the Retry-After of a 503 when MaxInFlight requests are under way:
 // client-go (the apiserver's webhook client) waits that long and sends the batch again,
@@ -92,6 +92,9 @@ type Receiver struct {
 	MaxBodyBytes int64
 	// MaxInFlight: default DefaultMaxInFlight.
 	MaxInFlight int
+	// BodyTimeout: a request whose body has not all come this long after it was admitted
+	// is dropped, freeing its place. Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 
 	slotsOnce sync.Once
 	slots     *semaphore.Weighted
@@ -242,8 +245,15 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	defer r.slots.Release(1)
 	// A caller that stops sending mid-body frees its slot when the apiserver would have
-	// given up anyway.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+	// given up anyway. Once the body is read to its end, net/http clears the deadline
+	// (its background read, which watches for the caller going away), so a slow Store is
+	// not cut short.
+	rc := http.NewResponseController(w)
+	bodyTimeout := r.BodyTimeout
+	if bodyTimeout <= 0 {
+		bodyTimeout = DefaultBodyTimeout
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	events, counts, err := Decode(http.MaxBytesReader(w, req.Body, max))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
