@@ -236,3 +236,22 @@ func readExample(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// The chart owns the receiver's address and files but leaves its limits to config: set
+// under config.audit.webhook, they reach the rendered config beside the chart's keys.
+func TestChartPassesTheAuditReceiversLimitsFromConfig(t *testing.T) {
+	r, err := renderValues(t, map[string]any{
+		"audit": map[string]any{"enabled": true},
+		"config": map[string]any{
+			"sinks": []any{map[string]any{"name": "warehouse", "type": "postgres", "postgres": map[string]any{"dsn": "postgres://x@db/cmdb"}}},
+			"audit": map[string]any{"webhook": map[string]any{"maxBodyBytes": 10485760, "maxInFlight": 8}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := loadRenderedConfig(t, r, []string{}).Audit.Webhook
+	if w.MaxBodyBytes != 10<<20 || w.MaxInFlight != 8 || w.Listen != ":8443" || w.TokenFile != "/etc/kube-cdc/audit/token" {
+		t.Errorf("rendered audit.webhook %+v, want maxBodyBytes 10485760, maxInFlight 8 beside the chart's listen and files", w)
+	}
+}
