@@ -15,6 +15,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/signal"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
@@ -99,6 +100,7 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 			detail, err := source.CheckAccess(ctx, cs, tg)
 			t.result("resource "+tg.Resource.ID(), err, detail)
 		}
+		checkSignals(ctx, cfg, cs, t)
 	}
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -117,6 +119,21 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 		}
 	}
 	checkAudit(ctx, cfg, t)
+}
+
+// checkSignals is the row of the signal ConfigMap (resnapshot requests): a warning, not a
+// failure, when the daemon may not read and write it, since the data streams without it.
+func checkSignals(ctx context.Context, cfg *config.Config, cs kubernetes.Interface, t *table) {
+	ns, name := cfg.LeaderElection.Namespace, signal.ConfigMapName(cfg.LeaderElection.Name)
+	a, err := signal.ReviewAccess(ctx, cs, ns, name)
+	switch {
+	case err != nil:
+		t.result("signals", err, "")
+	case len(a.Denied) > 0:
+		t.row("signals", "warn", signal.Denial(a, ns, name))
+	default:
+		t.row("signals", "ok", fmt.Sprintf("%s allowed on configmaps/%s %s (resnapshot requests)", strings.Join(signal.ServeVerbs, ", "), name, a.Where))
+	}
 }
 
 // checkStoreSink checks a sink that keeps its checkpoints in a store (Kafka, stdout) as

@@ -312,5 +312,8 @@ func AskDaemon(ctx context.Context, address string, scopes map[string]Scope) Dae
 		d.AccessDenied = append(d.AccessDenied, accessDenial{Resource: a.Resource, Scope: ScopeOf(scopes, a.Scope), ScopeID: a.Scope,
 			Denied: a.Denied, Error: a.Error, Since: a.Since})
 	}
+	if s := answer.SignalsDenied; s != nil {
+		d.SignalsDenied = &signalsDenial{ConfigMap: s.ConfigMap, Denied: s.Denied, Error: s.Error, Since: s.Since}
+	}
 	return d
 }

@@ -59,7 +59,11 @@
 // creates the months ahead (EnsurePartitions) at start and every hour, and with a
 // retention drops the months entirely older than its cutoff that no other cluster still
 // wants (the retention table), deleting its rows one chunk at a time elsewhere (Retain).
-// Both run in the background of Write, never two at a time.
+// Both run in the background of Write, never two at a time. Statistics (analyze.go): the
+// write path's plans do not wait for them (each lookup names its row by a unique key), and
+// a COPY batch makes objects and changes due for a small background ANALYZE once a fifth
+// of their rows is new, as EnsurePartitions analyzes each partition never analyzed, so a
+// new install's first minute costs what later ones cost.
 //
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
 // returns every live object of the resource whatever scope wrote it, while checkpoints

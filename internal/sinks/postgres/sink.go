@@ -34,6 +34,7 @@ type Sink struct {
 	// (SetIgnorePaths, noise.go), by ignoreKey.
 	ignore     map[string]*noiseSQL
 	noPrecheck bool // tests: leave every poison object to the bisecting safety net
+	noAnalyze  bool // tests: no analysis after bulk loads (analyze.go), as before it has run
 
 	// Retention runs in the background, at most one at a time, until Close.
 	bgCtx         context.Context
@@ -43,6 +44,10 @@ type Sink struct {
 	lastRetention atomic.Int64 // unix nanoseconds
 	// lastPartitions is when the months ahead were last created (EnsurePartitions).
 	lastPartitions atomic.Int64
+	// loaded counts the rows COPY batches loaded since the last analysis, which runs in
+	// the background, one at a time (analyze.go).
+	loaded      atomic.Int64
+	analyzeBusy atomic.Bool
 
 	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
 	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
