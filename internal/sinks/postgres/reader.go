@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
 // Reader reads a sink's tables for the commands that only read them (status, history,
@@ -29,20 +28,12 @@ type Reader struct {
 // one line naming the cause.
 func OpenReader(ctx context.Context, name, cluster string, opts Options) (*Reader, error) {
 	opts = opts.withDefaults()
-	if opts.DSN == "" {
-		return nil, retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
-	}
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, password, err := poolConfig(name, opts)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+		return nil, err
 	}
-	password := cfg.ConnConfig.Password
 	cfg.MaxConns = 2 // a command's few queries, one at a time
-	setApplicationName(&cfg.ConnConfig.Config)
 	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, password))

@@ -89,19 +89,11 @@ func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.DSN == "" {
-		return nil, retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
-	}
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, password, err := poolConfig(name, opts)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+		return nil, err
 	}
-	password := cfg.ConnConfig.Password
 	cfg.MaxConns = opts.MaxConns
-	setApplicationName(&cfg.ConnConfig.Config) // names this process to other writers (writers.go)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, createStage)
 		return err
@@ -249,4 +241,22 @@ func (s *Sink) Close() error {
 	s.bg.Wait()
 	s.pool.Close()
 	return nil
+}
+
+// poolConfig parses opts.DSN into the pool configuration the sink and its readers share:
+// the application name that names this process to other writers (writers.go) and a
+// connect timeout. It returns the DSN's password, which every error is scrubbed of.
+func poolConfig(name string, opts Options) (*pgxpool.Config, string, error) {
+	if opts.DSN == "" {
+		return nil, "", retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
+	}
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+	}
+	setApplicationName(&cfg.ConnConfig.Config)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	return cfg, cfg.ConnConfig.Password, nil
 }
