@@ -13,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
@@ -127,15 +123,9 @@ func TestTheReceiverRefusesBodiesOverItsLimitUnreadAndBusyTimesWhileTheApiserver
 		Webhook: &testenv.AuditWebhook{URL: url, CAPEM: certs.CAPEM, ClientCertPEM: certs.ClientCertPEM, ClientKeyPEM: certs.ClientKeyPEM,
 			InitialBackoff: time.Minute},
 	}})
-	dev, err := k.TokenUser(ctx, testenv.TokenUsers[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(dev)
 	create := func(name string) {
 		t.Helper()
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}
-		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if err := k.CreateConfigMapAs(ctx, testenv.TokenUsers[0], "default", name, map[string]string{"k": "v"}); err != nil {
 			t.Fatal(err)
 		}
 	}

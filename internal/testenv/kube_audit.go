@@ -16,6 +16,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,4 +254,22 @@ func NewAuditTLS(dir string) (*AuditTLS, error) {
 		}
 	}
 	return t, nil
+}
+
+// CreateConfigMapAs creates the ConfigMap namespace/name holding data as user, one of
+// TokenUsers: the audit tests' way to make the apiserver audit a write by a known user
+// without importing client-go themselves (the layout test keeps client-go to the source
+// and the harness).
+func (k *Kube) CreateConfigMapAs(ctx context.Context, user, namespace, name string, data map[string]string) error {
+	cfg, err := k.TokenUser(ctx, user)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: data}
+	_, err = cs.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+	return err
 }
