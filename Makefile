@@ -9,7 +9,7 @@ TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/in
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
 UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... ./internal/pipeline/... \
 	./internal/config/... ./internal/envelope/... ./internal/metrics/... ./internal/leader/... \
-	./internal/checkpoint/... ./internal/sinks/stdout/... ./internal/ignorepaths/... ./cmd/...
+	./internal/checkpoint/... ./internal/sinks/stdout/... ./internal/ignorepaths/... ./migrations/... ./cmd/...
 # Tests that start servers take their binaries from here (see hack/testbin/build.sh).
 export KUBE_CDC_TESTBIN ?= $(shell hack/testbin/build.sh --print-dir 2>/dev/null)
 
@@ -23,6 +23,10 @@ image: ## Build the container image (needs a Docker engine).
 
 build: ## Build bin/kube-cdc.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/kube-cdc/kube-cdc/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/kube-cdc ./cmd/kube-cdc
+
+release-sums: ## Record the migrations release VERSION ships, with their SHA-256, in migrations/released.sums (RELEASING.md).
+	@test -n "$(VERSION)" || { echo "make release-sums VERSION=x.y.z"; exit 1; }
+	$(GO) run ./hack/releasesums -version $(VERSION)
 
 testbin: ## Build kube-apiserver, etcd and etcdutl for the tests into a cache outside the repo (once).
 	@hack/testbin/build.sh >/dev/null
@@ -54,4 +58,4 @@ ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uP
 demo: testbin build ## Start a throwaway cluster (KWOK nodes) and Postgres, stream a sample workload and a rollout into Postgres (Ctrl-C stops everything).
 	$(GO) run ./hack/demo
 
-.PHONY: help build image testbin test test-unit soak lint bench demo ui-assets
+.PHONY: help build image release-sums testbin test test-unit soak lint bench demo ui-assets
