@@ -77,7 +77,9 @@ func TestReleasedSumsIsAsMakeReleaseSumsWritesIt(t *testing.T) {
 
 func TestSetReleaseRecordsTheNewFilesAndKeepsEarlierReleases(t *testing.T) {
 	f := func(name, sum string) File { return File{Name: name, SHA256: strings.Repeat(sum, 64)} }
-	r := func(rel, name, sum string) Released { return Released{Release: rel, Name: name, SHA256: strings.Repeat(sum, 64)} }
+	r := func(rel, name, sum string) Released {
+		return Released{Release: rel, Name: name, SHA256: strings.Repeat(sum, 64)}
+	}
 	files := []File{f("001_a.sql", "a"), f("002_b.sql", "b"), f("003_c.sql", "c")}
 	for _, tc := range []struct {
 		name     string
