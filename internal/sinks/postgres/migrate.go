@@ -154,7 +154,7 @@ func migrateFiles(ctx context.Context, conn *pgx.Conn, schema string, files []mi
 				return err
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, checksum, kube_cdc_version) VALUES ($1, $2, $3)",
-				f.Version, f.SHA256, version.Version)
+				f.Version, f.SHA256, version.Short())
 			return err
 		})
 		if err != nil {
@@ -259,12 +259,12 @@ func verifyApplied(schema string, applied []appliedMigration, files []migrations
 			by = "kube-cdc " + *unknown.by
 		}
 		return retry.Terminal(fmt.Errorf("%w: schema %s holds migration %s, applied by %s; this kube-cdc %s knows migrations up to %s and will not write to it: run that kube-cdc or a newer one",
-			ErrSchemaNewer, schema, unknown.version, by, version.Version, newest))
+			ErrSchemaNewer, schema, unknown.version, by, version.Short(), newest))
 	}
 	for _, a := range applied {
 		if a.checksum != nil && *a.checksum != known[a.version].SHA256 {
 			return retry.Terminal(fmt.Errorf("%w: migration %s of schema %s was applied with sha256 %s, this kube-cdc %s ships sha256 %s; a released migration never changes, so the database or this binary is not a release's (docs/operations.md, \"Upgrade\")",
-				ErrMigrationChanged, a.version, schema, *a.checksum, version.Version, known[a.version].SHA256))
+				ErrMigrationChanged, a.version, schema, *a.checksum, version.Short(), known[a.version].SHA256))
 		}
 	}
 	return nil

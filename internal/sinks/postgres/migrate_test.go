@@ -43,7 +43,7 @@ func TestMigrateRecordsEachMigrationsChecksumAndTheKubeCDCThatAppliedIt(t *testi
 	dsn := pg.NewDatabase(t)
 	var want []string
 	for _, f := range embeddedMigrations(t) {
-		want = append(want, f.Version+" "+f.SHA256+" "+version.Version)
+		want = append(want, f.Version+" "+f.SHA256+" "+version.Short())
 	}
 	// The checksum is of the file as shipped: the same whatever the schema is called.
 	for _, schema := range []string{"kube_cdc", "Other CDC"} {
@@ -157,7 +157,7 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 		before := appliedRows(t, dsn, "kube_cdc")
 		_, err := migrateFiles(testCtx(t), connect(t, dsn), "kube_cdc", older, "")
 		wantRefusal(t, "migrate", err, ErrSchemaNewer,
-			"schema kube_cdc holds migration "+newest+", applied by kube-cdc "+version.Version,
+			"schema kube_cdc holds migration "+newest+", applied by kube-cdc "+version.Short(),
 			"knows migrations up to "+older[len(older)-1].Version, "will not write to it")
 		if after := appliedRows(t, dsn, "kube_cdc"); !slices.Equal(after, before) {
 			t.Errorf("schema_migrations changed under a refusal:\n%s\nwas\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
@@ -174,7 +174,7 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 		for _, o := range openers(t) {
 			wantRefusal(t, o.name, o.open(dsn), ErrSchemaNewer,
 				"schema kube_cdc holds migration 999_from_the_future, applied by kube-cdc 9.9.9",
-				"this kube-cdc "+version.Version+" knows migrations up to "+newest)
+				"this kube-cdc "+version.Short()+" knows migrations up to "+newest)
 		}
 		if after := appliedRows(t, dsn, "kube_cdc"); !slices.Equal(after, before) {
 			t.Errorf("schema_migrations changed under a refusal:\n%s\nwas\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
@@ -209,7 +209,7 @@ func TestASchemaMigratedBeforeChecksumsWereRecordedGetsThemAtTheNextMigrate(t *t
 	for _, f := range embeddedMigrations(t) {
 		by := "<null>" // applied before the version was recorded: unknown
 		if f.Version == "017_history_changed" {
-			by = version.Version
+			by = version.Short()
 		}
 		want = append(want, f.Version+" "+f.SHA256+" "+by)
 	}
