@@ -66,10 +66,11 @@ test-unit: ## Run only the tests that need no server.
 soak: testbin ## Run the soak (not part of make test): the nemesis's properties over KUBE_CDC_SOAK_FAULTS (default 220) faults of every kind, PostgreSQL and Kafka side by side.
 	$(GO) test -tags soak -count=1 -run TestSoak -timeout 300m -v ./e2e/
 
-lint: ## gofmt check and go vet (the soak's files, behind their build tag, too).
+lint: ## gofmt check and go vet (the soak's and the upgrade fixture's files, behind their build tags, too).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags soak ./e2e/
+	$(GO) vet -tags upgradefixture ./internal/upgradetest/
 
 bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
