@@ -16,7 +16,8 @@
 //
 // BenchmarkInitialSyncPostgres — 20k ConfigMaps into an empty database, run three times:
 // against testenv's PostgreSQL (fsync=off, synchronous_commit=off), against a second,
-// durable PostgreSQL with production defaults (durable_postgres_test.go), and against that
+// durable PostgreSQL with production defaults (durable_postgres_test.go; it also preloads
+// pg_stat_statements and tracks commit timestamps, for BenchmarkDatabaseShare), and against that
 // durable one behind a proxy adding 0.5 ms each way (delay_proxy_test.go): a database 1 ms
 // of round trip away, as a managed database in the same zone is.
 //   - kube-cdc: the built binary; wall time from process start until the configmaps
@@ -102,6 +103,18 @@
 // BenchmarkKafkaSinkSteadyWrites paces 1,000 one-change batches at 200/s through the sink
 // at several flush intervals and reports the process's CPU per 1k (how the default was
 // chosen).
+//
+// BenchmarkDatabaseShare (share_test.go, issue 29) — what kube-cdc's history costs the
+// user's database against a history-less floor (informerbaseline -raw: one autocommit
+// prepared upsert per change), both into the durable PostgreSQL (which preloads
+// pg_stat_statements and tracks commit timestamps), a new database per arm: the initial
+// sync of bench-sync's 20k ConfigMaps, then paced Updates of 400 of them for
+// KUBE_CDC_BENCH_SHARE_SECONDS (default 60) at 100 and at 200 writes/s, first fresh (no
+// ANALYZE by hand: a new install's first minute), then after an ANALYZE by hand. Per phase:
+// PostgreSQL CPU per 1k changes (the postmaster's process tree from /proc, less the
+// benchmark's own backends), WAL bytes per change, ack→committed p50/p99 (commit
+// timestamps), statements per change and the costliest ones. Targets: kube-cdc/floor ≤ 1.0
+// (CPU, p50, p99); kube-cdc fresh/analyzed ≤ 1.2 (CPU, p50, p99).
 //
 // BenchmarkCluster — kube-cdc at the scale of a real cluster (cluster_sync_test.go,
 // cluster_churn_test.go). It starts a testenv Cluster of its own (etcd, kube-apiserver,

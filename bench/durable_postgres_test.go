@@ -84,7 +84,10 @@ func startDurablePG() (*durablePG, error) {
 	}
 	p.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(dir, "data"),
 		"-p", strconv.Itoa(p.port), "-h", "127.0.0.1", "-k", dir,
-		"-c", "max_connections=200", "-c", "shared_buffers=64MB") // fsync, synchronous_commit: defaults (on)
+		"-c", "max_connections=200", "-c", "shared_buffers=64MB", // fsync, synchronous_commit: defaults (on)
+		// BenchmarkDatabaseShare: commit times for the latency, statements per change.
+		"-c", "track_commit_timestamp=on", "-c", "shared_preload_libraries=pg_stat_statements",
+		"-c", "pg_stat_statements.track_planning=on")
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGQUIT}
 	if err := p.cmd.Start(); err != nil {

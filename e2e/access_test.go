@@ -121,9 +121,12 @@ func TestARoleBindingRevokedUnderAnOpenWatchIsNamedByStatusWhileTheDataFlowsOnAn
 	if code != 0 || !regexp.MustCompile(`(?m)^ACCESS LOST: resource configmaps \(scope namespace=`+ns+`\): list, watch denied for [0-9hms]+: list, watch configmaps not allowed in namespace `+ns+`\b`).MatchString(out) {
 		t.Errorf("status: exit %d, no ACCESS LOST line for configmaps:\n%s", code, out)
 	}
-	if lines := isoLogLines(d, "access lost", "configmaps"); len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") ||
-		!strings.Contains(lines[0], "missing=list,watch") {
-		t.Errorf("%d warn lines saying access to configmaps was lost, want 1 naming list and watch: %q", len(lines), lines)
+	// The authorizer's cache may catch up between the two reviews of one check (watch
+	// denied, list not yet): access then narrows in two steps, each said. What counts is
+	// where it ends: the last line names both verbs.
+	if lines := isoLogLines(d, "access lost", "configmaps"); len(lines) == 0 || !strings.Contains(lines[len(lines)-1], "level=WARN") ||
+		!strings.Contains(lines[len(lines)-1], "missing=list,watch") {
+		t.Errorf("no warn line saying access to configmaps was lost that names list and watch last: %q", lines)
 	}
 
 	// The open watch streams on: a ConfigMap created now lands, and nothing is degraded.
@@ -150,14 +153,20 @@ func TestARoleBindingRevokedUnderAnOpenWatchIsNamedByStatusWhileTheDataFlowsOnAn
 	if denied, _ := accessDenialOf(t, cfg); denied != nil {
 		t.Errorf("status names %v denied after the RoleBinding was restored", denied)
 	}
-	if lines := isoLogLines(d, "access restored", "configmaps"); len(lines) != 1 {
-		t.Errorf("%d info lines saying access to configmaps was restored, want 1", len(lines))
+	if lost, restored := isoLogLines(d, "access lost", "configmaps"), isoLogLines(d, "access restored", "configmaps"); len(restored) == 0 ||
+		!strings.Contains(restored[len(restored)-1], "level=INFO") || len(lost) > 0 && logIndex(d, restored[len(restored)-1]) < logIndex(d, lost[len(lost)-1]) {
+		t.Errorf("no info line saying access to configmaps was restored after the last one saying it was lost: lost %q, restored %q", lost, restored)
 	}
 	createConfigMaps(t, ns, 2, 3, nil)
 	isoLive(t, d, dsn, "configmaps", ns, "cm-0", "cm-1", "cm-2")
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
+}
+
+// logIndex is where line is in d's log; -1 when it is not.
+func logIndex(d *daemon, line string) int {
+	return strings.Index(d.log(), line)
 }
 
 // A user who may not list namespaces cannot read the cluster's identity (the kube-system

@@ -214,7 +214,9 @@ func TestHistoryShowsEachVersionOfADeploymentWithWhoChangedItAndWhatChanged(t *t
 		}
 	})
 
-	t.Run("since shows only later versions and diffs the first of them against its predecessor", func(t *testing.T) {
+	t.Run("since shows the versions observed at or after it and diffs the first of them against its predecessor", func(t *testing.T) {
+		// Exactly the third version's observedAt: the boundary is included, so a time
+		// copied from a version's header shows that version on.
 		from := entries[2].ObservedAt.Format(time.RFC3339Nano)
 		code, out := runCLI(t, "history", "deployments", "web", "-n", ns, "--since", from, "-c", cfg)
 		if code != 0 {
@@ -476,4 +478,46 @@ func histSameJSON(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+func TestHistoryWithoutANamespaceTakesTheOneThatHoldsTheNameAndRefusesToChooseAmongSeveral(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
+	ctx := context.Background()
+	nsA, nsB := namespace(t, "a"), namespace(t, "b")
+	dsn := pg.NewDatabase(t)
+	cfg := pgConfig(t, dsn, "  - name: configmaps\n    namespaces: ["+nsA+", "+nsB+"]", "")
+	start(t, "run", "-c", cfg)
+	for _, o := range []struct{ ns, name string }{{nsA, "settings"}, {nsB, "settings"}, {nsB, "solo"}} {
+		if _, err := kube.Clientset().CoreV1().ConfigMaps(o.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.name}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := connect(t, dsn)
+	eventually(t, 60*time.Second, func() error { // the daemon may not have migrated yet
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.changes WHERE name IN ('settings', 'solo')`).Scan(&n)
+		if err == nil && n != 3 {
+			err = fmt.Errorf("%d changes rows, want 3", n)
+		}
+		return err
+	})
+
+	code, out := runCLI(t, "history", "configmaps", "settings", "-c", cfg)
+	if want := fmt.Sprintf(`kube-cdc: configmaps "settings" has history in namespaces %s, %s in cluster e2e (sink warehouse): choose one with -n`+"\n", nsA, nsB); code != 1 || out != want {
+		t.Errorf("history configmaps settings: exit %d\n%s\nwant exit 1 and %q", code, out, want)
+	}
+	for _, tc := range []struct {
+		args  []string
+		title string
+	}{
+		{[]string{"configmaps", "settings", "-n", nsB}, nsB + "/settings"},
+		{[]string{"configmaps", "settings", "-n", nsA}, nsA + "/settings"},
+		{[]string{"configmaps", "solo"}, nsB + "/solo"},
+	} {
+		code, out := runCLI(t, append(append([]string{"history"}, tc.args...), "-c", cfg)...)
+		if want := "configmaps " + tc.title + " in cluster e2e (sink warehouse): 1 version\n"; code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("history %s: exit %d\n%s\nwant exit 0 and %q", strings.Join(tc.args, " "), code, out, want)
+		}
+	}
 }

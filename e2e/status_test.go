@@ -71,6 +71,13 @@ type statusDoc struct {
 		Degraded  []json.RawMessage `json:"degraded"`
 		// AccessDenied: the resources streamed whose next re-watch will fail (access_test.go).
 		AccessDenied []json.RawMessage `json:"accessDenied"`
+		// SignalsDenied: the signal ConfigMap the daemon may not use (signals_access_test.go).
+		SignalsDenied *struct {
+			ConfigMap string    `json:"configMap"`
+			Denied    []string  `json:"denied"`
+			Error     string    `json:"error"`
+			Since     time.Time `json:"since"`
+		} `json:"signalsDenied"`
 	} `json:"daemon"`
 }
 
@@ -113,7 +120,7 @@ var statusKeys = strings.Fields(`cluster sinks name type checkpointStore resourc
 	labelSelector fieldSelector scopeId checkpoint resourceVersion updatedAt epoch timeTravel reason detectedAt
 	objects live deleted quarantined namespace uid op bytes topic quarantinedAt writerLock holder waiters
 	application backendPid client connectedAt errors daemon url reachable streaming error degraded since
-	accessDenied denied history skipped`)
+	accessDenied denied history skipped signalsDenied configMap`)
 
 func undocumentedKeys(v any) []string {
 	var bad []string

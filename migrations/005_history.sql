@@ -42,7 +42,8 @@ $$;
 -- in id order, with the paths the version changed. resource is kube-cdc's name for it,
 -- as in status and metrics: 'configmaps' (core group), 'deployments.apps',
 -- 'widgets.example.com'; namespace is '' for a cluster-scoped object; cluster NULL (the
--- default) reads every cluster.
+-- default) reads every cluster with a checkpoint (one whose checkpoints were deleted is
+-- read only when named).
 --
 -- changed compares the version's object with the one it changed: the previous row's
 -- (per cluster, in id order). The first row, the first after a delete and the first of a

@@ -24,7 +24,8 @@ CREATE INDEX objects_endpointslice_service ON objects (cluster, namespace, (labe
 -- had observed it at the moment at, one row per object alive then, ordered by cluster,
 -- namespace and name. resource is spelled as in history(): 'pods', 'deployments.apps',
 -- 'widgets.example.com'; namespace NULL (the default) reads every namespace ('' is the
--- cluster-scoped objects' namespace); cluster NULL (the default) reads every cluster.
+-- cluster-scoped objects' namespace); cluster NULL (the default) reads every cluster with
+-- a checkpoint (one whose checkpoints were deleted is read only when named).
 --
 -- "As observed" (docs/contract.md, "As of a moment"): at is compared with
 -- changes.observed_at, the time kube-cdc received the change, never with a time the
@@ -234,7 +235,8 @@ SELECT i.cluster, i.namespace, i.name AS ingress, i.uid AS ingress_uid,
 -- depth 0 is the object. Owners that are not controllers (controller false or unset) are
 -- not followed: owners lists them. An owner kube-cdc does not stream, or that is gone, ends
 -- the chain with found false, resource and namespace NULL, and the reference's kind, name
--- and uid. resource is spelled as in history(); cluster NULL reads every cluster. At most
+-- and uid. resource is spelled as in history(); cluster NULL reads every cluster with a
+-- checkpoint, as as_of does. At most
 -- 32 steps (ownerReferences may form a cycle).
 CREATE FUNCTION lineage(resource text, namespace text, name text, cluster text DEFAULT NULL)
 RETURNS TABLE (depth int, cluster text, api_group text, resource text, kind text, namespace text, name text,

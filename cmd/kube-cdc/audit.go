@@ -53,7 +53,7 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 	var runs []func(context.Context) error
 	if w.Listen != "" {
 		r := &audit.Receiver{Addr: w.Listen, CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile,
-			Token: token, Store: stores, Log: log, Observer: m}
+			Token: token, Store: stores, Log: log, Observer: m, MaxBodyBytes: w.MaxBodyBytes, MaxInFlight: w.MaxInFlight}
 		ln, err := r.Listen(ctx)
 		if err != nil {
 			store.Close()

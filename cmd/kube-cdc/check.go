@@ -13,7 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/signal"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
@@ -97,6 +100,7 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 			detail, err := source.CheckAccess(ctx, cs, tg)
 			t.result("resource "+tg.Resource.ID(), err, detail)
 		}
+		checkSignals(ctx, cfg, cs, t)
 	}
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -108,14 +112,58 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 			t.result("sink "+sc.Name, err, detail)
 			continue
 		}
-		s, err := openSink(ctx, cfg, sc, quiet)
-		if err == nil {
-			err = s.Close()
-		}
-		t.result("sink "+sc.Name, err, sc.Type+" reachable")
+		detail, err := checkStoreSink(ctx, cfg, sc, quiet)
+		t.result("sink "+sc.Name, err, detail)
 		if err == nil && sc.Type == config.SinkKafka {
 			checkDeadLetters(ctx, cfg, sc, served, t)
 		}
 	}
 	checkAudit(ctx, cfg, t)
+}
+
+// checkSignals is the row of the signal ConfigMap (resnapshot requests): a warning, not a
+// failure, when the daemon may not read and write it, since the data streams without it.
+func checkSignals(ctx context.Context, cfg *config.Config, cs kubernetes.Interface, t *table) {
+	ns, name := cfg.LeaderElection.Namespace, signal.ConfigMapName(cfg.LeaderElection.Name)
+	a, err := signal.ReviewAccess(ctx, cs, ns, name)
+	switch {
+	case err != nil:
+		t.result("signals", err, "")
+	case len(a.Denied) > 0:
+		t.row("signals", "warn", signal.Denial(a, ns, name))
+	default:
+		t.row("signals", "ok", fmt.Sprintf("%s allowed on configmaps/%s %s (resnapshot requests)", strings.Join(signal.ServeVerbs, ", "), name, a.Where))
+	}
+}
+
+// checkStoreSink checks a sink that keeps its checkpoints in a store (Kafka, stdout) as
+// run opens it, but a file store without its writer lock, which the running kube-cdc
+// holds (checkpoint.CheckFile): opening it for writing would wait, then fail, beside the
+// daemon whose configuration is being checked.
+func checkStoreSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (string, error) {
+	if !strings.EqualFold(sc.Checkpoint.Type, checkpoint.TypeFile) {
+		s, err := openSink(ctx, cfg, sc, log)
+		if err != nil {
+			return "", err
+		}
+		return sc.Type + " reachable", s.Close()
+	}
+	path := sc.Checkpoint.Path
+	if path == "" {
+		path = checkpoint.DefaultPath
+	}
+	file, err := checkpoint.CheckFile(path)
+	if err != nil {
+		return "", fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err) // as run says it
+	}
+	if sc.Type == config.SinkKafka {
+		s, err := kafka.New(ctx, sc.Name, cfg.Cluster, *sc.Kafka, checkpoint.None{}, log) // the brokers alone
+		if err != nil {
+			return "", err
+		}
+		if err := s.Close(); err != nil {
+			return "", err
+		}
+	}
+	return sc.Type + " reachable; " + file, nil
 }

@@ -45,10 +45,15 @@ exactly.
 
 RESOURCE is named as in the config's resources (a plural, plural.group,
 group/version/resource, or a kind) and matched against the resources the sink records,
-so history needs no access to the cluster.`
+so history needs no access to the cluster. Without -n, the one namespace whose history
+holds the name is taken; when several do, history exits 1 naming them.
+
+Characters that are invisible or reorder text (bidirectional controls such as U+202E,
+zero-width characters, other format and control characters) are shown as markers like
+⟨U+202E⟩ in the text, so no line can pass for another; -o json keeps values exact.`
 	fs := cmd.Flags()
 	fs.StringVarP(&opts.namespace, "namespace", "n", "", "the object's namespace (default: the only namespace in which the name has history; \"\" for a cluster-scoped object)")
-	fs.StringVar(&opts.since, "since", "", "only versions observed since then: a duration back from now (90m, 48h) or an RFC 3339 time")
+	fs.StringVar(&opts.since, "since", "", "only versions observed at or after then: a duration back from now (90m, 48h) or an RFC 3339 time (a header's time includes its version)")
 	fs.StringVarP(&opts.output, "output", "o", "text", "text or json")
 	fs.StringVar(&opts.sink, "sink", "", "the PostgreSQL sink to read (default: the first one configured)")
 	return cmd
@@ -134,15 +139,14 @@ func historySink(cfg *config.Config, name, command string) (config.Sink, error) 
 }
 
 // openHistorySink opens the postgres sink named name (the first one when "") to read
-// only: it never changes the schema. command names the caller in errors.
-func openHistorySink(ctx context.Context, cfg *config.Config, name, command string) (*postgres.Sink, config.Sink, error) {
+// only (postgres.OpenReader): it writes nothing, neither the schema nor the cluster's
+// retention. command names the caller in errors.
+func openHistorySink(ctx context.Context, cfg *config.Config, name, command string) (*postgres.Reader, config.Sink, error) {
 	sc, err := historySink(cfg, name, command)
 	if err != nil {
 		return nil, sc, err
 	}
-	o := *sc.Postgres
-	o.Migrate = false // reading only: never change the schema
-	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	s, err := postgres.OpenReader(ctx, sc.Name, cfg.Cluster, *sc.Postgres)
 	if err != nil {
 		return nil, sc, err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/signal"
 	"github.com/kube-cdc/kube-cdc/internal/status"
@@ -81,15 +82,18 @@ func resnapshot(ctx context.Context, w io.Writer, cfg *config.Config, resources 
 }
 
 // serveSignals answers resnapshot requests with p until ctx ends (run it while this
-// process streams, i.e. leads). Without the RBAC to read the signal ConfigMap it says so
-// once and serves nothing: streaming goes on.
-func serveSignals(ctx context.Context, cfg *config.Config, cs kubernetes.Interface, p *pipeline.Pipeline, log *slog.Logger) {
+// process streams, i.e. leads). Without the RBAC to read and write the signal ConfigMap
+// it says so once (a warning, m and `kube-cdc status`), serves nothing and asks again
+// every kubernetes.accessCheckInterval: streaming goes on.
+func serveSignals(ctx context.Context, cfg *config.Config, cs kubernetes.Interface, p *pipeline.Pipeline, log *slog.Logger, m *metrics.Metrics) {
 	ns, name := cfg.LeaderElection.Namespace, signal.ConfigMapName(cfg.LeaderElection.Name)
 	identity := cfg.LeaderElection.Identity
 	if identity == "" {
 		identity, _ = os.Hostname()
 	}
-	err := signal.Serve(ctx, cs, ns, name, identity, pipelineRelister{p}, log)
+	s := &signal.Server{Client: cs, Namespace: ns, Name: name, Identity: identity, Relister: pipelineRelister{p}, Log: log,
+		Observer: m, Recheck: cfg.Kubernetes.AccessCheckInterval}
+	err := s.Run(ctx)
 	if err != nil && ctx.Err() == nil {
 		log.Warn("not answering resnapshot requests", "configmap", ns+"/"+name, "error", err)
 	}

@@ -214,7 +214,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		}()
 		sctx, stopSignals := context.WithCancel(gctx)
 		defer stopSignals()
-		go serveSignals(sctx, cfg, cs, p, log) // resnapshot requests (resnapshot.go)
+		go serveSignals(sctx, cfg, cs, p, log, m) // resnapshot requests (resnapshot.go)
 		// RBAC revoked under an open watch shows only when the watch re-opens; the
 		// access check names it before, while the data still flows.
 		access := &source.AccessCheck{Client: cs, Targets: targets, Interval: cfg.Kubernetes.AccessCheckInterval, Log: log, Observer: m}

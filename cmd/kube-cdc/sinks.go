@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
@@ -38,6 +39,12 @@ func openSinks(ctx context.Context, cfg *config.Config, log *slog.Logger, m *met
 		if ms, ok := s.(measuredSink); ok && m != nil {
 			ms.SetMetrics(m)
 		}
+		// status reads a file store through its copy while this process holds the file.
+		if ks, ok := s.(storeKeeper); ok {
+			if f, ok := ks.CheckpointStore().(*checkpoint.File); ok {
+				m.ServeCheckpointFile(sc.Name, f)
+			}
+		}
 		sinks = append(sinks, s)
 	}
 	return sinks, closeAll, nil
@@ -53,6 +60,10 @@ type measuredSink interface {
 func openSink(ctx context.Context, cfg *config.Config, sc config.Sink, log *slog.Logger) (pipeline.Sink, error) {
 	return openSinkWith(ctx, cfg, sc, log, nil)
 }
+
+// storeKeeper is a sink that keeps its checkpoints in a checkpoint.Store (checkpoint.Keeper:
+// the Kafka and stdout sinks).
+type storeKeeper interface{ CheckpointStore() checkpoint.Store }
 
 // actorsSetter is the Kafka sink's way of taking the actors after it is open.
 type actorsSetter interface{ SetActors(envelope.Actors) }

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
@@ -30,10 +33,11 @@ func newUICmd() *cobra.Command {
 				return err
 			}
 			defer closeUI()
-			return ui.Serve(cmd.Context(), addr, h, func(bound string) {
+			err = ui.Serve(cmd.Context(), addr, h, func(bound string) {
 				log.Info("serving the web UI", "url", "http://"+bound+"/", "sink", uiSinkName(cfg), "cluster", cfg.Cluster)
 				fmt.Fprintf(cmd.OutOrStdout(), "kube-cdc ui: http://%s/\n", bound)
 			})
+			return uiAddressInUse(err, addr, !cmd.Flags().Changed("listen") && cfg.UI.Address != "")
 		})
 	cmd.Long = `Serve a read-only web UI over a PostgreSQL sink's schema: a timeline of changes (a chart
 by resource, deletes and inferred deletes apart, and the feed below it with filters, all
@@ -51,6 +55,20 @@ the header an authenticating proxy sets. A role with SELECT on the schema is eno
 	return cmd
 }
 
+// uiAddressInUse names the way out of an address another process holds (EADDRINUSE);
+// other errors, and nil, it returns as they are. fromConfig: the address is the config's
+// ui.address, which `kube-cdc run` with the same config serves its own UI on, the likely
+// holder.
+func uiAddressInUse(err error, addr string, fromConfig bool) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	if fromConfig {
+		return fmt.Errorf("%w; the address is this config's ui.address, where a kube-cdc run with the same config serves the UI already (http://%s/): serve this one elsewhere with --listen (--listen 127.0.0.1:0 takes a free port)", err, addr)
+	}
+	return fmt.Errorf("%w; another process serves this address: choose another with --listen (--listen 127.0.0.1:0 takes a free port)", err)
+}
+
 func uiSinkName(cfg *config.Config) string {
 	sc, err := historySink(cfg, cfg.UI.Sink, "the web UI")
 	if err != nil {
@@ -60,7 +78,8 @@ func uiSinkName(cfg *config.Config) string {
 }
 
 // newUIHandler connects to the UI's sink read-only and builds the handler; its status
-// page reads that sink alone, as kube-cdc status would (no access to the cluster).
+// page reads that sink alone, as kube-cdc status would (no access to the cluster),
+// through the same read-only pool as every other page.
 // ping: connect now (kube-cdc ui), or when a page asks (run, whose sink retries a
 // database that is down).
 func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, ping bool) (http.Handler, func(), error) {
@@ -84,7 +103,11 @@ func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, pin
 		Pool: pool, Schema: sc.Postgres.Schema, Cluster: cfg.Cluster,
 		Token: cfg.UI.Token, TrustedHeader: cfg.UI.TrustedHeader, Log: log,
 		Status: func(ctx context.Context) (*status.Report, error) {
-			return status.Read(ctx, &only, configuredScopes(&only), func() ([]status.Target, error) { return nil, nil })
+			// Through the UI's own pool: read-only, and connected once, not per request.
+			return status.ReadWith(ctx, &only, configuredScopes(&only), func() ([]status.Target, error) { return nil, nil },
+				func(_ context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
+					return postgres.ReaderOn(pool, sc.Name, cfg.Cluster, sc.Postgres.Schema), nil
+				})
 		},
 	})
 	if err != nil {

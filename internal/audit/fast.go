@@ -8,51 +8,130 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/tidwall/gjson"
 )
 
-// decodeList reads an EventList by looking up only the fields the join needs, without
-// decoding the rest (the request and response objects, most of a RequestResponse
-// batch's bytes, are skipped over): about three times as fast as decoding into the
-// published types (BenchmarkDecode), which DecodeEvent still uses for log lines and
-// which the field names below follow (k8s.io/apiserver/pkg/apis/audit/v1).
+// decodeList reads an EventList as it streams: one item at a time is held in memory,
+// never the whole body, so a batch of 400 events with their request and response objects
+// costs about its largest event, whatever its size (TestDecodingABatchHoldsOneEventNotTheBody).
+// jsontext (encoding/json/v2's syntactic layer) walks the list and cuts out each item; of
+// an item, only the fields the join needs are looked up (gjson), without decoding the
+// rest (the request and response objects, most of a RequestResponse batch's bytes):
+// faster than decoding into the published types (BenchmarkDecode), which DecodeEvent
+// still uses for log lines and which the field names below follow
+// (k8s.io/apiserver/pkg/apis/audit/v1). An error of r (a body over its limit:
+// *http.MaxBytesError) is returned wrapped.
 func decodeList(r io.Reader) ([]Event, Counts, error) {
-	body, err := io.ReadAll(r)
+	// The apiserver writes no duplicate names; checking for them would only cost time.
+	dec := jsontext.NewDecoder(r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	out, c, err := streamList(dec)
 	if err != nil {
-		return nil, Counts{}, fmt.Errorf("read the audit EventList: %w", err)
+		return nil, Counts{}, fmt.Errorf("decode the audit EventList: %w", err)
 	}
-	if !gjson.ValidBytes(body) {
-		return nil, Counts{}, errors.New("decode the audit EventList: not valid JSON")
-	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return nil, Counts{}, errors.New("decode the audit EventList: not a JSON object")
-	}
-	if k := root.Get("kind"); k.Exists() && k.String() != "EventList" {
-		return nil, Counts{}, fmt.Errorf("decode the audit EventList: kind %q, want EventList", k.String())
-	}
-	items := root.Get("items")
-	if items.Exists() && !items.IsArray() && items.Type != gjson.Null {
-		return nil, Counts{}, errors.New("decode the audit EventList: items is not an array")
+	return out, c, nil
+}
+
+func streamList(dec *jsontext.Decoder) ([]Event, Counts, error) {
+	if err := expect(dec, '{', "not a JSON object"); err != nil {
+		return nil, Counts{}, err
 	}
 	var c Counts
 	var out []Event
-	var ferr error
-	items.ForEach(func(_, it gjson.Result) bool {
-		e, why, err := extractJSON(it)
+	for dec.PeekKind() != '}' {
+		key, err := dec.ReadToken()
 		if err != nil {
-			ferr = err
-			return false
+			return nil, Counts{}, err
 		}
-		if c.count(why) {
-			out = append(out, e)
+		switch key.String() {
+		case "items":
+			switch dec.PeekKind() {
+			case 'n':
+				if err := dec.SkipValue(); err != nil {
+					return nil, Counts{}, err
+				}
+				continue
+			case '[':
+			default:
+				return nil, Counts{}, errors.New("items is not an array")
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, Counts{}, err
+			}
+			for dec.PeekKind() != ']' {
+				// The item's bytes are the decoder's buffer, valid until the next read.
+				item, err := dec.ReadValue()
+				if err != nil {
+					return nil, Counts{}, err
+				}
+				e, why, err := extractJSON(gjson.ParseBytes(item))
+				if err != nil {
+					return nil, Counts{}, err
+				}
+				if c.count(why) {
+					// gjson's strings are slices of the item: copied, so a kept event does
+					// not hold its item's objects in memory.
+					out = append(out, e.detached())
+				}
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, Counts{}, err
+			}
+		case "kind":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, Counts{}, err
+			}
+			if k := gjson.ParseBytes(v).String(); k != "EventList" {
+				return nil, Counts{}, fmt.Errorf("kind %q, want EventList", k)
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return nil, Counts{}, err
+			}
 		}
-		return true
-	})
-	if ferr != nil {
-		return nil, Counts{}, fmt.Errorf("decode the audit EventList: %w", ferr)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, Counts{}, err
+	}
+	// Nothing but white space may follow.
+	if _, err := dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("data after the EventList")
+		}
+		return nil, Counts{}, err
 	}
 	return out, c, nil
+}
+
+// expect reads the next token, which must be the delimiter d; what otherwise is the error.
+func expect(dec *jsontext.Decoder, d jsontext.Kind, what string) error {
+	if dec.PeekKind() != d {
+		if _, err := dec.ReadToken(); err != nil {
+			if err == io.EOF {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		return errors.New(what)
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// detached is e with its own copy of every string, sharing no memory with the JSON it
+// was read from.
+func (e Event) detached() Event {
+	for _, s := range []*string{&e.AuditID, &e.Verb, &e.Group, &e.Resource, &e.Subresource, &e.Namespace, &e.Name,
+		&e.ObjectUID, &e.Username, &e.UserUID, &e.Impersonator, &e.UserAgent, &e.ResponseUID} {
+		*s = strings.Clone(*s)
+	}
+	for _, a := range [][]string{e.Groups, e.SourceIPs, e.DeletedUIDs} {
+		for i := range a {
+			a[i] = strings.Clone(a[i])
+		}
+	}
+	return e
 }
 
 // extractJSON is extract on an event's JSON.

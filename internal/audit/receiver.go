@@ -12,7 +12,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Store makes a batch of events durable: all of them, or an error. Storing an event
@@ -34,16 +37,44 @@ const (
 	OutcomeUnauthenticated = "unauthenticated"
 	OutcomeMalformed       = "malformed"
 	OutcomeStoreFailed     = "store_failed"
+	// OutcomeTooLarge: a body over MaxBodyBytes, answered 413 unread (or read no further).
+	OutcomeTooLarge = "too_large"
+	// OutcomeBusy: MaxInFlight requests under way already, answered 503 with Retry-After.
+	OutcomeBusy = "busy"
 )
 
-// DefaultMaxBodyBytes caps a request body: the apiserver's batches hold up to 400 events
-// (--audit-webhook-batch-max-size), each with its objects at level RequestResponse.
-const DefaultMaxBodyBytes = 256 << 20
+// DefaultMaxBodyBytes caps a request body. The apiserver's webhook backend sends up to
+// 400 events a batch (--audit-webhook-batch-max-size); with its truncate backend on
+// (--audit-webhook-truncate-enabled), a batch is at most 10 MiB plus a few hundred bytes
+// and an event at most 100 KiB (--audit-webhook-truncate-max-batch-size and
+// -max-event-size; k8s.io/apiserver pkg/server/options/audit.go, NewAuditTruncateOptions).
+// Truncation is off by default, and then only the batch's event count bounds it: 32 MiB
+// holds 400 events of 80 KiB each at level RequestResponse (objects of about 40 KiB).
+const DefaultMaxBodyBytes = 32 << 20
+
+// DefaultMaxInFlight is how many requests the receiver reads and stores at once.
+const DefaultMaxInFlight = 4
+
+// DefaultBodyTimeout bounds how long a request may take to send its body once admitted:
+// the apiserver gives up on a webhook call after 30 s (k8s.io/apiserver pkg/util/webhook,
+// defaultRequestTimeout) and sends the batch again.
+const DefaultBodyTimeout = 30 * time.Second
+
+// busyRetryAfter is the Retry-After of a 503 when MaxInFlight requests are under way:
+// client-go (the apiserver's webhook client) waits that long and sends the batch again,
+// up to 10 times, before its own backoff takes over.
+const busyRetryAfter = "1"
 
 // Receiver is the endpoint of the apiserver's audit webhook backend (batch mode): an
-// EventList per POST, answered 200 once Store returned, 401 to a caller that is not
-// authenticated, 400 to a body that is not an EventList (the apiserver would only send it
-// again), 503 when Store failed (the apiserver sends it again).
+// EventList per POST (on any path), answered 200 once Store returned, 401 to a caller
+// that is not authenticated, 400 to a body that is not an EventList (the apiserver would
+// only send it again), 413 to a body over MaxBodyBytes (refused by its Content-Length
+// before a byte of it is read, or once that many bytes have come), 503 when Store failed
+// (the apiserver sends it again), and 503 with Retry-After when MaxInFlight requests are
+// under way already. A body is decoded as it streams, one event at a time (Decode), so a
+// request holds about its largest event in memory plus what is kept of each event (about
+// 0.5 KB): the receiver's memory is bounded by MaxInFlight times that, never by the
+// bodies' sizes.
 type Receiver struct {
 	// Addr to listen on (HTTPS).
 	Addr string
@@ -59,6 +90,14 @@ type Receiver struct {
 	Observer Observer
 	// MaxBodyBytes: default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxInFlight: default DefaultMaxInFlight.
+	MaxInFlight int
+	// BodyTimeout: a request whose body has not all come this long after it was admitted
+	// is dropped, freeing its place. Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+
+	slotsOnce sync.Once
+	slots     *semaphore.Weighted
 }
 
 // TokenFromFile reads a bearer token file: its content without surrounding whitespace.
@@ -192,7 +231,35 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if max <= 0 {
 		max = DefaultMaxBodyBytes
 	}
+	if req.ContentLength > max {
+		r.tooLarge(w, req, max)
+		return
+	}
+	if !r.admit() {
+		r.observe(OutcomeBusy, nil)
+		r.log().Warn("audit receiver busy: answered 503, the apiserver sends the batch again",
+			"remote", req.RemoteAddr, "in_flight", r.maxInFlight(), "retry_after_seconds", busyRetryAfter)
+		w.Header().Set("Retry-After", busyRetryAfter)
+		http.Error(w, "busy, retry", http.StatusServiceUnavailable)
+		return
+	}
+	defer r.slots.Release(1)
+	// A caller that stops sending mid-body frees its slot when the apiserver would have
+	// given up anyway. Once the body is read to its end, net/http clears the deadline
+	// (its background read, which watches for the caller going away), so a slow Store is
+	// not cut short.
+	rc := http.NewResponseController(w)
+	bodyTimeout := r.BodyTimeout
+	if bodyTimeout <= 0 {
+		bodyTimeout = DefaultBodyTimeout
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	events, counts, err := Decode(http.MaxBytesReader(w, req.Body, max))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		r.tooLarge(w, req, max)
+		return
+	}
 	if err != nil {
 		r.observe(OutcomeMalformed, nil)
 		// The error names the JSON problem, never the body's content.
@@ -210,6 +277,30 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.observe(OutcomeStored, &counts)
 	r.log().Debug("audit batch stored", "kept", counts.Kept, "refused", counts.Refused, "dry_run", counts.DryRun, "not_write", counts.NotWrite)
 	w.WriteHeader(http.StatusOK)
+}
+
+// tooLarge refuses a body over max with 413, reading no more of it.
+func (r *Receiver) tooLarge(w http.ResponseWriter, req *http.Request, max int64) {
+	r.observe(OutcomeTooLarge, nil)
+	r.log().Warn("audit receiver refused a batch over audit.webhook.maxBodyBytes; the apiserver retries it, then drops it: "+
+		"raise the limit, or turn on the apiserver's --audit-webhook-truncate-enabled",
+		"remote", req.RemoteAddr, "content_length", req.ContentLength, "max_body_bytes", max)
+	// The rest of the body is not read: net/http closes an HTTP/1.1 connection with more
+	// than 256 KiB unread after the answer, and resets an HTTP/2 stream.
+	http.Error(w, fmt.Sprintf("the body is over %d bytes", max), http.StatusRequestEntityTooLarge)
+}
+
+func (r *Receiver) maxInFlight() int {
+	if r.MaxInFlight <= 0 {
+		return DefaultMaxInFlight
+	}
+	return r.MaxInFlight
+}
+
+// admit takes one of the MaxInFlight slots, or says there is none.
+func (r *Receiver) admit() bool {
+	r.slotsOnce.Do(func() { r.slots = semaphore.NewWeighted(int64(r.maxInFlight())) })
+	return r.slots.TryAcquire(1)
 }
 
 // oneLine is err's message on one line, at most 200 bytes: a JSON syntax error quotes

@@ -17,6 +17,9 @@ type Keeper struct {
 	Store    Store
 }
 
+// CheckpointStore is the store itself (run serves a file store's copy to status).
+func (k Keeper) CheckpointStore() Store { return k.Store }
+
 // Checkpoint returns the store's checkpoint for res.
 func (k Keeper) Checkpoint(ctx context.Context, res change.Resource) (change.RV, error) {
 	return k.Store.Load(ctx, k.SinkName, res)

@@ -45,6 +45,15 @@ type AuditWebhook struct {
 	ClientCAFile string `koanf:"clientCAFile"`
 	// TokenFile holds a bearer token (one line) callers may send instead.
 	TokenFile string `koanf:"tokenFile"`
+	// MaxBodyBytes: a request body over this is answered 413, unread when its
+	// Content-Length says so, else read no further. Default 33554432 (32 MiB,
+	// audit.DefaultMaxBodyBytes: the apiserver's batches of 400 events at 80 KiB each; with
+	// its truncate backend on, batches are at most 10 MiB).
+	MaxBodyBytes int64 `koanf:"maxBodyBytes"`
+	// MaxInFlight: how many requests are read and stored at once; one more is answered 503
+	// with Retry-After: 1, which the apiserver's webhook client waits for and sends again.
+	// Default 4 (audit.DefaultMaxInFlight).
+	MaxInFlight int `koanf:"maxInFlight"`
 }
 
 // AuditLogFile is an apiserver audit log on this host (--audit-log-path,
@@ -74,6 +83,12 @@ func (c *Config) validateAudit() error {
 	}
 	if c.Audit.StatsWindow <= 0 {
 		return keyErrorf("audit.statsWindow", "must be greater than 0, got %v", c.Audit.StatsWindow)
+	}
+	if w.MaxBodyBytes <= 0 {
+		return keyErrorf("audit.webhook.maxBodyBytes", "must be greater than 0, got %d", w.MaxBodyBytes)
+	}
+	if w.MaxInFlight <= 0 {
+		return keyErrorf("audit.webhook.maxInFlight", "must be greater than 0, got %d", w.MaxInFlight)
 	}
 	if w.Listen == "" {
 		return nil

@@ -70,7 +70,8 @@ type Kubernetes struct {
 	// SelfSubjectAccessReviews per resource and scope) whether it may still list and
 	// watch each resource it streams. The apiserver asks RBAC only when a watch opens, so
 	// a revoked permission shows otherwise only at the next re-watch (5–10 minutes later),
-	// when the resource degrades. Default 1m; 0 turns the check off.
+	// when the resource degrades. The leader asks as often whether it may use the signal
+	// ConfigMap (internal/signal). Default 1m; 0 turns the check off.
 	AccessCheckInterval time.Duration `koanf:"accessCheckInterval"`
 }
 

@@ -62,7 +62,7 @@ func TestNoConfigStreamsTheDefaultResourcesToStdout(t *testing.T) {
 		LeaderElection: LeaderElection{Namespace: "default", Name: "kube-cdc", Identity: c.LeaderElection.Identity,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 		Audit: Audit{StatsInterval: time.Minute, StatsWindow: 5 * time.Minute, LogFile: AuditLogFile{PollInterval: time.Second},
-			ActorsTopic: "kube.{cluster}.actors"},
+			ActorsTopic: "kube.{cluster}.actors", Webhook: AuditWebhook{MaxBodyBytes: 32 << 20, MaxInFlight: 4}},
 	}
 	got := *c
 	got.Resources, got.Sinks = nil, nil
@@ -611,6 +611,8 @@ func TestTheAuditReceiverNeedsTLSAnAuthenticationAndAPostgresSink(t *testing.T) 
 		{"sinks: [{name: out, type: stdout}, {name: warehouse, type: postgres, postgres: {dsn: 'postgres://x@localhost/db'}}]\n" +
 			"audit: {sink: out, webhook: {listen: ':8443', tlsCertFile: " + f + ", tlsKeyFile: " + f + ", tokenFile: " + f + "}}", "audit.sink"},
 		{pg + "audit: {sink: other, logFile: {path: " + f + "}}", "audit.sink"},
+		{pg + "audit: {webhook: {maxBodyBytes: 0}}", "audit.webhook.maxBodyBytes"},
+		{pg + "audit: {webhook: {maxInFlight: -1}}", "audit.webhook.maxInFlight"},
 	} {
 		path := filepath.Join(dir, "c.yaml")
 		if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
@@ -629,6 +631,13 @@ func TestTheAuditReceiverNeedsTLSAnAuthenticationAndAPostgresSink(t *testing.T) 
 	}
 	if _, err := Load(LoadOptions{File: path, Environ: []string{}}); err != nil {
 		t.Errorf("a complete receiver config: %v", err)
+	}
+	c, err := Load(LoadOptions{File: path, Environ: []string{"KUBE_CDC_AUDIT__WEBHOOK__MAXBODYBYTES=10485760", "KUBE_CDC_AUDIT__WEBHOOK__MAXINFLIGHT=16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Audit.Webhook; w.MaxBodyBytes != 10<<20 || w.MaxInFlight != 16 {
+		t.Errorf("maxBodyBytes and maxInFlight from the environment: %d, %d; want 10485760, 16", w.MaxBodyBytes, w.MaxInFlight)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
@@ -58,6 +59,8 @@ func defaults() map[string]any {
 		"audit.webhook.tlsKeyFile":   "",
 		"audit.webhook.clientCAFile": "",
 		"audit.webhook.tokenFile":    "",
+		"audit.webhook.maxBodyBytes": int64(audit.DefaultMaxBodyBytes),
+		"audit.webhook.maxInFlight":  audit.DefaultMaxInFlight,
 		"audit.sink":                 "",
 		"audit.wait":                 time.Duration(0),
 		"audit.actorsTopic":          kafka.DefaultActorsTopic,

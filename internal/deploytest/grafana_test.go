@@ -30,6 +30,7 @@ func servedSeries(t *testing.T) map[string]bool {
 	m.TimeTravel("s", "r", "list-below-checkpoint")
 	m.Degraded("r", "", "forbidden", "x", time.Now())
 	m.AccessDenied("r", "", []string{"watch"}, "x", time.Now())
+	m.SignalsDenied("ns/n", []string{"get"}, "x", time.Now())
 	m.ConcurrentWriters("s", 0)
 	m.HistorySkipped("s", "r", 1)
 	m.AuditRequest("stored", map[string]int{"kept": 1})

@@ -4,7 +4,9 @@
 // YAML (yamlDiff) for people and as an RFC 6902 JSON Patch (JSONPatch) for
 // scripts; applied in order to {}, the patches rebuild every version exactly. It also
 // reads the command's arguments against what a sink records (MatchRecorded, ParseSince),
-// so history needs no access to the cluster.
+// so history needs no access to the cluster. The text (diffs and headers) shows every
+// character that is invisible or reorders text as a marker, ⟨U+202E⟩ (Visible), and so
+// does the web UI's object page, which shows the same diffs.
 //
 // The versions come from a PostgreSQL sink's changes table (postgres.Sink.History); the
 // package reads no database itself.

@@ -54,6 +54,8 @@ func client(userAgent string) string {
 	return userAgent
 }
 
+// Header is the line history prints above a version's diff; characters that are
+// invisible or reorder text (a user agent can hold any) are shown as markers (Visible).
 func (v Entry) Header() string {
 	h := fmt.Sprintf("#%d  %s  %s  rv %s", v.ID, FormatTime(v.ObservedAt), v.Op, v.ResourceVersion)
 	switch {
@@ -87,11 +89,12 @@ func (v Entry) Header() string {
 	if v.Snapshot {
 		h += "  snapshot" // read by a relist: versions between it and the one before were not seen
 	}
-	return h
+	return Visible(h)
 }
 
 // Diff is the text history prints under the header: a unified diff of the YAML against
-// the version before, or a note when there is none to show.
+// the version before, or a note when there is none to show. Characters that are
+// invisible or reorder text are shown as markers (Visible), so every line reads as stored.
 func (v Entry) Diff() string { return v.diff }
 
 // FormatTime is UTC with microseconds (PostgreSQL's precision), so a time printed by
@@ -132,6 +135,7 @@ func Show(versions []postgres.Version) ([]Entry, error) {
 		if sv.diff, err = yamlDiff(from, to); err != nil {
 			return nil, fmt.Errorf("version %d: %w", v.ID, err)
 		}
+		sv.diff = Visible(sv.diff)
 		if sv.diff == "" {
 			sv.diff = "(the object did not change besides its resourceVersion)\n"
 		}

@@ -61,3 +61,38 @@ func TestAResourceWhoseAccessWasRevokedIsOneSeriesPerVerbDeniedUntilItIsAllowedA
 		t.Errorf("/resources after every verb was allowed again: %+v", a.AccessDenied)
 	}
 }
+
+func TestASignalConfigMapTheLeaderMayNotUseIsOneSeriesPerVerbAndInResourcesUntilAllowedAgain(t *testing.T) {
+	m := New()
+	if a := resources(t, m); a.SignalsDenied != nil {
+		t.Errorf("/resources before any denial: signalsDenied %+v, want null", a.SignalsDenied)
+	}
+	since := time.Unix(1_700_000_000, 0).UTC()
+	m.SignalsDenied("ops/kube-cdc-signals", []string{"get", "update"}, "get, update configmaps/kube-cdc-signals not allowed", since)
+	text := scrape(t, m.Handler())
+	for _, want := range []string{
+		`kube_cdc_signals_access_denied{configmap="ops/kube-cdc-signals",verb="get"} 1`,
+		`kube_cdc_signals_access_denied{configmap="ops/kube-cdc-signals",verb="update"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %s in:\n%s", want, text)
+		}
+	}
+	if a := resources(t, m); a.SignalsDenied == nil || a.SignalsDenied.ConfigMap != "ops/kube-cdc-signals" || len(a.SignalsDenied.Denied) != 2 ||
+		!a.SignalsDenied.Since.Equal(since) || a.SignalsDenied.Error == "" {
+		t.Errorf("/resources: signalsDenied %+v", a.SignalsDenied)
+	}
+
+	// update allowed again: only get's series stays.
+	m.SignalsDenied("ops/kube-cdc-signals", []string{"get"}, "get configmaps/kube-cdc-signals not allowed", since)
+	if text := scrape(t, m.Handler()); strings.Contains(text, `verb="update"`) || !strings.Contains(text, `verb="get"} 1`) {
+		t.Errorf("after update was allowed again:\n%s", text)
+	}
+	m.SignalsDenied("ops/kube-cdc-signals", nil, "", time.Time{})
+	if text := scrape(t, m.Handler()); strings.Contains(text, "kube_cdc_signals_access_denied{") {
+		t.Errorf("series still served after every verb was allowed again:\n%s", text)
+	}
+	if a := resources(t, m); a.SignalsDenied != nil {
+		t.Errorf("/resources after every verb was allowed again: %+v", a.SignalsDenied)
+	}
+}

@@ -13,7 +13,7 @@ func newAuditSeries(reg *prometheus.Registry) auditSeries {
 	a := auditSeries{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "audit_requests_total",
-			Help: "Requests to the audit receiver, by outcome: stored (answered 200), unauthenticated (401), malformed (400), store_failed (503: the apiserver sends the batch again).",
+			Help: "Requests to the audit receiver, by outcome: stored (answered 200), unauthenticated (401), malformed (400), too_large (413: over audit.webhook.maxBodyBytes; the apiserver retries, then drops the batch), busy (503 with Retry-After: audit.webhook.maxInFlight requests under way; sent again), store_failed (503: the apiserver sends the batch again).",
 		}, []string{"outcome"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "audit_events_total",

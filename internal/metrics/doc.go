@@ -14,5 +14,7 @@
 // by kube_cdc_resource_degraded). docs/operations.md has the PromQL.
 //
 // Besides /metrics, /healthz and /readyz, the endpoint serves /resources: the degraded
-// resources as JSON, which `kube-cdc status` asks the running daemon for.
+// resources as JSON, which `kube-cdc status` asks the running daemon for; and
+// /checkpoints/{sink}: a copy of a sink's checkpoint file this process holds, to
+// loopback clients only (ServeCheckpointFile), which status reads beside the daemon.
 package metrics

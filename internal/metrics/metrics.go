@@ -46,6 +46,7 @@ type Metrics struct {
 	degraded      *prometheus.GaugeVec
 	degradedCount prometheus.Gauge
 	accessDenied  *prometheus.GaugeVec
+	signalsDenied *prometheus.GaugeVec
 	relistCauses  *prometheus.CounterVec
 	relistListed  *prometheus.GaugeVec
 	streamingG    prometheus.Gauge
@@ -58,12 +59,15 @@ type Metrics struct {
 	mu         sync.Mutex
 	degradedBy map[[2]string]Degradation  // by resource and scope
 	deniedBy   map[[2]string]AccessDenial // by resource and scope
+	signals    *SignalsDenial             // nil: resnapshot requests are answered (or not served here)
 	streaming  bool                       // the pipeline runs: this process leads, or needs no lease
 
 	// perSink caches the series of each (sink, resource), so that a batch's bookkeeping
 	// (written once or twice per change at a steady rate) does not hash and look up its
 	// label values again each time.
 	perSink sync.Map // [2]string → *sinkSeries
+
+	checkpointFiles sync.Map // sink name → CheckpointFile (checkpoints.go)
 }
 
 // sinkSeries are the children of one (sink, resource) that every batch updates.
@@ -110,6 +114,16 @@ type AccessDenial struct {
 	Denied   []string  `json:"denied"` // the verbs denied: list, watch
 	Error    string    `json:"error"`  // what is denied, where, and what follows
 	Since    time.Time `json:"since"`
+}
+
+// SignalsDenial is the signal ConfigMap the leader may not read or write, so resnapshot
+// requests go unanswered (internal/signal's Server). What /resources serves and `kube-cdc
+// status` shows.
+type SignalsDenial struct {
+	ConfigMap string    `json:"configMap"` // namespace/name
+	Denied    []string  `json:"denied"`    // the verbs denied, of get, list, watch, update
+	Error     string    `json:"error"`     // what is denied, where, what it disables and the grant
+	Since     time.Time `json:"since"`
 }
 
 // New builds the series and registers them, with the Go runtime and process collectors,
@@ -207,6 +221,11 @@ func New() *Metrics {
 	}, []string{"resource", "scope", "verb"})
 	m.deniedBy = map[[2]string]AccessDenial{}
 
+	m.signalsDenied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "signals_access_denied",
+		Help: "1 while the leader may not use a verb (get, list, watch, update) on the signal ConfigMap (<leaderElection.name>-signals), by verb: resnapshot requests are not answered. Asked at start and every kubernetes.accessCheckInterval; the series goes away when the verb is allowed again.",
+	}, []string{"configmap", "verb"})
+
 	m.relistCauses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "relist_reasons_total",
 		Help: "Relists by reason (start: no checkpoint; gone: 410 Gone, after a random delay up to kubernetes.relistJitter; time-travel) and how they read the collection (stream or paged).",
@@ -226,7 +245,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
 		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.historySkipped, m.timeTravels,
-		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.relistCauses, m.relistListed, m.streamingG,
+		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.signalsDenied, m.relistCauses, m.relistListed, m.streamingG,
 	)
 	m.audit = newAuditSeries(m.reg)
 	return m
@@ -430,6 +449,45 @@ func (m *Metrics) AccessDenied(resource, scope string, denied []string, detail s
 	for _, verb := range denied {
 		m.accessDenied.WithLabelValues(resource, scope, verb).Set(1)
 	}
+}
+
+// SignalsDenied records that the verbs denied may not be used on the signal ConfigMap
+// (namespace/name) since `since`, with the message that says so; no verbs records that
+// resnapshot requests are answered again. It is signal.Server's Observer.
+func (m *Metrics) SignalsDenied(configMap string, denied []string, detail string, since time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.signals; old != nil {
+		for _, verb := range old.Denied {
+			m.signalsDenied.DeleteLabelValues(old.ConfigMap, verb)
+		}
+		m.signals = nil
+	}
+	if len(denied) == 0 {
+		return
+	}
+	m.signals = &SignalsDenial{ConfigMap: configMap, Denied: slices.Clone(denied), Error: detail, Since: since}
+	for _, verb := range denied {
+		m.signalsDenied.WithLabelValues(configMap, verb).Set(1)
+	}
+}
+
+// SignalsDenials is what SignalsDenied last recorded: nil when resnapshot requests are
+// answered (or this process does not serve them).
+func (m *Metrics) SignalsDenials() *SignalsDenial {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.signals == nil {
+		return nil
+	}
+	d := *m.signals
+	return &d
 }
 
 // AccessDenials are the resources that stream but whose next re-watch or relist will

@@ -20,8 +20,10 @@ const shutdownTimeout = 5 * time.Second
 
 // Mux returns the handler Serve serves: /metrics, /healthz (200 "ok" while the process
 // runs), /readyz (503 with ready's error until it returns nil, then 200 "ok"; a nil
-// ready is always ready) and /resources (JSON: the resources that do not stream now and
-// why, and those whose access was revoked under an open watch, as ResourcesAnswer; what `kube-cdc status` asks a running daemon). With profiling
+// ready is always ready), /resources (JSON: the resources that do not stream now and
+// why, those whose access was revoked under an open watch, and a signal ConfigMap the leader may not use, as ResourcesAnswer; what `kube-cdc status` asks a running daemon)
+// and /checkpoints/{sink} (a copy of the sink's checkpoint file, to this machine only:
+// ServeCheckpointFile). With profiling
 // on (config metrics.pprof), also Go's /debug/pprof/ endpoints.
 func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	mux := http.NewServeMux()
@@ -39,7 +41,8 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 	})
 	mux.HandleFunc("GET /resources", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations(), AccessDenied: m.AccessDenials()}
+		a := ResourcesAnswer{Streaming: m.IsStreaming(), Degraded: m.Degradations(), AccessDenied: m.AccessDenials(),
+			SignalsDenied: m.SignalsDenials()}
 		if a.Degraded == nil {
 			a.Degraded = []Degradation{}
 		}
@@ -48,6 +51,7 @@ func Mux(m *Metrics, ready func() error, profiling bool) http.Handler {
 		}
 		json.NewEncoder(w).Encode(a)
 	})
+	mux.HandleFunc("GET /checkpoints/{sink}", m.serveCheckpointFile)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if ready != nil {
@@ -72,6 +76,9 @@ type ResourcesAnswer struct {
 	// AccessDenied are the resources that stream but may no longer be listed or watched
 	// (the periodic access review): their next re-watch or relist will fail. Never null.
 	AccessDenied []AccessDenial `json:"accessDenied"`
+	// SignalsDenied is the signal ConfigMap the leader may not read or write: resnapshot
+	// requests are not answered. Null when they are.
+	SignalsDenied *SignalsDenial `json:"signalsDenied"`
 }
 
 // Serve serves Mux(m, ready, profiling) on addr until ctx ends, then shuts down gracefully and

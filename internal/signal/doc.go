@@ -14,4 +14,9 @@
 // one per answer, "result.<id>" (Result as JSON, state "running", then "done" or
 // "failed"). The asker removes both once it read the final result. Writes are
 // read-modify-write with the ConfigMap's resourceVersion, retried on conflict.
+//
+// Server serves the ConfigMap only while RBAC lets the leader use it (ServeVerbs): it
+// asks first and every Recheck, says a missing grant once (its AccessObserver, a warning)
+// and serves once it is back. A refused request ends serving at once and is never handed
+// to client-go's reflector, which would log it at ERROR and retry it every few seconds.
 package signal

@@ -92,6 +92,12 @@ func Serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity stri
 const PollInterval = 10 * time.Second
 
 func serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity string, r Relister, log *slog.Logger, poll time.Duration) error {
+	// A request the apiserver refuses (RBAC, or a token no longer valid) ends Serve with
+	// its error at once: retried, it would fail again every few seconds, and Server says
+	// it once and asks again when access returns.
+	outer := ctx
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
 	answered := map[string]bool{}
 	var mu sync.Mutex // one request at a time, whichever path found it
 	handle := func(cm *corev1.ConfigMap) (bool, error) {
@@ -153,12 +159,26 @@ func serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity stri
 			if err == nil {
 				_, err = handle(cm)
 			}
+			if refused(err) && pctx.Err() == nil {
+				refuse(fmt.Errorf("read configmap %s/%s: %w", ns, name, err))
+				return
+			}
 			if err != nil && !apierrors.IsNotFound(err) && pctx.Err() == nil {
 				log.Warn("cannot read the resnapshot requests; trying again", "configmap", ns+"/"+name, "in", poll.String(), "error", err)
 			}
 		}
 	}()
-	return watchConfigMap(ctx, cs, ns, name, handle)
+	err := watchConfigMap(ctx, cs, ns, name, handle)
+	if cause := context.Cause(ctx); outer.Err() == nil && cause != nil && refused(cause) {
+		return cause
+	}
+	return err
+}
+
+// refused says whether err is the apiserver refusing a request: Forbidden (RBAC) or
+// Unauthorized (the credentials).
+func refused(err error) bool {
+	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err))
 }
 
 // Ask writes req (a new ID when empty) into ConfigMap ns/name, creating it when missing,
@@ -216,28 +236,48 @@ func resultOf(cm *corev1.ConfigMap, id string) (Result, bool) {
 }
 
 // watchConfigMap calls f with ns/name whenever it changes (and once at start, when it
-// exists) until f says done, f fails or ctx ends (nil then).
+// exists) until f says done, f fails, the apiserver refuses to list or watch it (that
+// error then) or ctx ends (nil then).
 //
 // The informer's requests do not end with ctx but after UntilWithSync returns, which is
 // after its informer has stopped: the reflector stops its watch itself, as a clean stop.
 // A watch whose request ctx cancelled first ended with an error the reflector logged as
 // "Warning: watch ended with error … context canceled" on every SIGTERM.
+//
+// A refused list or watch is not handed to the reflector: it would log it at ERROR
+// ("Failed to watch … forbidden") and try again every second or two, for as long as the
+// grant is missing. The refusal ends the wait instead, and the reflector is handed
+// nothing it would log: a list that returns only once the reflector stopped waiting for
+// it, a watch that delivers nothing until the reflector stops.
 func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string, f func(*corev1.ConfigMap) (bool, error)) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	wctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return cs.CoreV1().ConfigMaps(ns).List(reqCtx, o)
+			l, err := cs.CoreV1().ConfigMaps(ns).List(reqCtx, o)
+			if refused(err) {
+				refuse(fmt.Errorf("list configmap %s/%s: %w", ns, name, err))
+				<-reqCtx.Done() // the reflector runs its list in a goroutine it does not wait for
+			}
+			return l, err
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(rctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return cs.CoreV1().ConfigMaps(ns).Watch(reqCtx, o)
+			w, err := cs.CoreV1().ConfigMaps(ns).Watch(reqCtx, o)
+			if refused(err) {
+				refuse(fmt.Errorf("watch configmap %s/%s: %w", ns, name, err))
+				<-rctx.Done() // the reflector's: it ends once UntilWithSync stops the informer
+				return watch.NewFake(), nil
+			}
+			return w, err
 		},
 	}
 	var ferr error
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
+	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
 		cm, ok := ev.Object.(*corev1.ConfigMap)
 		if !ok || ev.Type == watch.Deleted {
 			return false, nil
@@ -251,6 +291,9 @@ func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name strin
 	})
 	if ferr != nil {
 		return ferr
+	}
+	if cause := context.Cause(wctx); ctx.Err() == nil && cause != nil && refused(cause) {
+		return cause
 	}
 	if err != nil && ctx.Err() == nil && !errors.Is(err, watchtools.ErrWatchClosed) {
 		return fmt.Errorf("watch configmap %s/%s: %w", ns, name, err)

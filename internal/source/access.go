@@ -47,14 +47,30 @@ func ReviewAccess(ctx context.Context, cs kubernetes.Interface, t Target) (Acces
 	case len(t.Namespaces) > 1:
 		a.Where = "cluster-wide (namespaces " + strings.Join(t.Namespaces, ", ") + " are read through one cluster-wide list and watch)"
 	}
-	for _, verb := range streamVerbs {
+	attrs := authv1.ResourceAttributes{Group: t.Resource.Group, Resource: t.Resource.Resource, Namespace: ns}
+	verdict, err := ReviewVerbs(ctx, cs, attrs, streamVerbs)
+	if err != nil {
+		return Access{}, fmt.Errorf("access review of %s: %w", t.Resource.ID(), err)
+	}
+	a.Allowed, a.Denied, a.Reasons = verdict.Allowed, verdict.Denied, verdict.Reasons
+	return a, nil
+}
+
+// ReviewVerbs asks, one SelfSubjectAccessReview per verb, whether the user of cs may use
+// each of verbs on what attrs names (its Verb is set per verb). ReviewAccess asks it of a
+// stream's target; the signal server (internal/signal) of its ConfigMap. The Access has
+// no Where: the caller knows where it asked. An error is a review the apiserver could not
+// answer, not a denial.
+func ReviewVerbs(ctx context.Context, cs kubernetes.Interface, attrs authv1.ResourceAttributes, verbs []string) (Access, error) {
+	var a Access
+	for _, verb := range verbs {
+		ra := attrs
+		ra.Verb = verb
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{
-			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
-				Verb: verb, Group: t.Resource.Group, Resource: t.Resource.Resource, Namespace: ns,
-			}},
+			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return Access{}, fmt.Errorf("access review of %s %s: %w", verb, t.Resource.ID(), err)
+			return Access{}, fmt.Errorf("%s: %w", verb, err)
 		}
 		if r.Status.Allowed {
 			a.Allowed = append(a.Allowed, verb)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
 // Audit is how the actor join went (the audit receiver or log file is configured): the
@@ -26,7 +25,7 @@ type Audit struct {
 }
 
 // readAudit reads the join's counts when cfg configures an audit input; nil otherwise.
-func readAudit(ctx context.Context, cfg *config.Config, now time.Time) *Audit {
+func readAudit(ctx context.Context, cfg *config.Config, now time.Time, open OpenReader) *Audit {
 	if cfg.Audit.Webhook.Listen == "" && cfg.Audit.LogFile.Path == "" {
 		return nil
 	}
@@ -37,9 +36,7 @@ func readAudit(ctx context.Context, cfg *config.Config, now time.Time) *Audit {
 		return a
 	}
 	a.Sink = sc.Name
-	o := *sc.Postgres
-	o.Migrate = false
-	store, err := postgres.NewAuditStore(ctx, cfg.Cluster, o)
+	store, err := open(ctx, cfg, sc)
 	if err != nil {
 		a.Error = err.Error()
 		return a

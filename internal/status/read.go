@@ -29,13 +29,31 @@ type Target struct {
 // Read reads every configured sink's checkpoints and counts, and asks the running daemon
 // (AskDaemon) about the resources it does not stream. scopes are the configured scopes
 // by id; targets resolves the configured resources, called once, and only when a sink
-// keeps its checkpoints in a store.
+// keeps its checkpoints in a store. It writes nothing: each PostgreSQL sink is read
+// through a read-only pool of its own (OwnReader).
 func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error)) (*Report, error) {
+	return ReadWith(ctx, cfg, scopes, targets, OwnReader)
+}
+
+// OpenReader opens the read side of a PostgreSQL sink of cfg, for Read; the caller
+// closes it.
+type OpenReader func(ctx context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error)
+
+// OwnReader opens a read-only pool of its own to the sink's database
+// (postgres.OpenReader): what the command `status` uses.
+func OwnReader(ctx context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
+	return postgres.OpenReader(ctx, sc.Name, cfg.Cluster, *sc.Postgres)
+}
+
+// ReadWith is Read with PostgreSQL sinks (and the audit counts) read through open: the web
+// UI reads its one sink through its own read-only pool (postgres.ReaderOn) rather than
+// connecting at every request.
+func ReadWith(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error), open OpenReader) (*Report, error) {
 	r := &Report{Cluster: cfg.Cluster, Sinks: []Sink{}}
 	var resolved []Target
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
-			s, err := postgresStatus(ctx, cfg, sc, scopes)
+			s, err := postgresStatus(ctx, cfg, sc, scopes, open)
 			if err != nil {
 				return nil, err
 			}
@@ -55,7 +73,7 @@ func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targ
 		r.Sinks = append(r.Sinks, s)
 	}
 	r.Daemon = AskDaemon(ctx, cfg.Metrics.Address, scopes)
-	r.Audit = readAudit(ctx, cfg, time.Now())
+	r.Audit = readAudit(ctx, cfg, time.Now(), open)
 	return r, nil
 }
 
@@ -72,11 +90,9 @@ func ScopeOf(scopes map[string]Scope, id string) *Scope {
 // postgresStatus reads the sink's own tables: checkpoints with their time and epoch,
 // object counts, the changes in quarantine that no later version has replaced, and the
 // running kube-cdc processes that hold and wait for its writer lock.
-func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]Scope) (Sink, error) {
+func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]Scope, open OpenReader) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: "postgres", Resources: []resourceStatus{}}
-	o := *sc.Postgres
-	o.Migrate = false
-	s, err := postgres.New(ctx, sc.Name, cfg.Cluster, o, nil)
+	s, err := open(ctx, cfg, sc)
 	if err != nil {
 		return out, err
 	}
@@ -146,25 +162,35 @@ func ptr[T any](v T) *T { return &v }
 // replaced (kafkaQuarantine).
 func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []Target) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: sc.Checkpoint.Type, Resources: []resourceStatus{}}
-	var store checkpoint.Store
-	var err error
-	switch sc.Type {
-	case config.SinkKafka:
-		store, err = kafka.OpenCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint)
-	default:
-		store, err = checkpoint.Open(sc.Checkpoint)
-		if err != nil {
-			err = fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err) // as run says it
+	var (
+		store      checkpoint.Store
+		closeStore = func() {}
+		note       string
+		err        error
+	)
+	switch {
+	case strings.EqualFold(sc.Checkpoint.Type, checkpoint.TypeFile):
+		// Read only, or the running daemon's copy: never the writer's lock (filestore.go).
+		store, closeStore, note, err = readFileStore(ctx, cfg, sc)
+	case sc.Type == config.SinkKafka:
+		store, err = kafka.ReadCheckpoint(ctx, cfg.Cluster, *sc.Kafka, sc.Checkpoint) // creates no topic
+		if err == nil {
+			closeStore = func() { store.Close() }
 		}
+	default:
+		store, err = checkpoint.Open(sc.Checkpoint) // none, or a type this sink cannot use
 	}
 	if err != nil {
-		return out, fmt.Errorf("sink %s: %w (a running kube-cdc holds a file store's lock)", sc.Name, err)
+		return out, fmt.Errorf("sink %s: checkpoint: %w", sc.Name, err) // as run says it
 	}
 	if store == (checkpoint.None{}) {
 		out.CheckpointStore = "none"
 		return out, nil
 	}
-	defer store.Close()
+	defer closeStore()
+	if note != "" {
+		out.Errors = append(out.Errors, note)
+	}
 	type quarantine struct {
 		q   map[change.Key]kafka.QuarantinedRecord
 		err error
@@ -285,6 +311,9 @@ func AskDaemon(ctx context.Context, address string, scopes map[string]Scope) Dae
 	for _, a := range answer.AccessDenied { // absent from daemons before it
 		d.AccessDenied = append(d.AccessDenied, accessDenial{Resource: a.Resource, Scope: ScopeOf(scopes, a.Scope), ScopeID: a.Scope,
 			Denied: a.Denied, Error: a.Error, Since: a.Since})
+	}
+	if s := answer.SignalsDenied; s != nil {
+		d.SignalsDenied = &signalsDenial{ConfigMap: s.ConfigMap, Denied: s.Denied, Error: s.Error, Since: s.Since}
 	}
 	return d
 }

@@ -134,6 +134,16 @@ type Daemon struct {
 	// list or watch (its periodic access review): their next re-watch or relist will fail
 	// and degrade them. Never null when the daemon answered.
 	AccessDenied []accessDenial `json:"accessDenied"`
+	// SignalsDenied is the signal ConfigMap the daemon may not read or write, so
+	// `kube-cdc resnapshot` goes unanswered; null when it is answered.
+	SignalsDenied *signalsDenial `json:"signalsDenied"`
+}
+
+type signalsDenial struct {
+	ConfigMap string    `json:"configMap"` // namespace/name
+	Denied    []string  `json:"denied"`    // of get, list, watch, update
+	Error     string    `json:"error"`
+	Since     time.Time `json:"since"`
 }
 
 type accessDenial struct {
@@ -366,6 +376,10 @@ func daemonLines(d Daemon, now time.Time) []string {
 		}
 		lines = append(lines, fmt.Sprintf("ACCESS LOST: resource %s: %s denied for %s: %s", id, strings.Join(a.Denied, ", "),
 			now.Sub(a.Since).Round(time.Second), strings.Join(strings.Fields(a.Error), " ")))
+	}
+	if s := d.SignalsDenied; s != nil {
+		lines = append(lines, fmt.Sprintf("SIGNALS DENIED: configmap %s: %s denied for %s: %s", s.ConfigMap, strings.Join(s.Denied, ", "),
+			now.Sub(s.Since).Round(time.Second), strings.Join(strings.Fields(s.Error), " ")))
 	}
 	return lines
 }

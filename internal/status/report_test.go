@@ -160,6 +160,39 @@ func TestStatusNamesAResourceWhoseAccessWasLostBesideTheDegradedOnes(t *testing.
 	}
 }
 
+// A signal ConfigMap the daemon may not use is named on a line of its own (issue 33, 4).
+func TestStatusNamesASignalConfigMapTheDaemonMayNotUse(t *testing.T) {
+	r := sampleReport()
+	found := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	r.Daemon.Degraded = []degradedResource{}
+	r.Daemon.SignalsDenied = &signalsDenial{ConfigMap: "ops/kube-cdc-signals", Denied: []string{"get", "list", "watch", "update"},
+		Error: "get, list, watch, update configmaps/kube-cdc-signals not allowed\n in namespace ops: resnapshot requests are not answered", Since: found}
+	var out, js bytes.Buffer
+	if err := Write(&out, r, "table", found.Add(42*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := `(?m)^SIGNALS DENIED: configmap ops/kube-cdc-signals: get, list, watch, update denied for 42s: get, list, watch, update configmaps/kube-cdc-signals not allowed in namespace ops: resnapshot requests are not answered$`
+	if !regexp.MustCompile(want).MatchString(out.String()) {
+		t.Errorf("no line matching %s in:\n%s", want, out.String())
+	}
+	if err := Write(&js, r, "json", found); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"signalsDenied": {`, `"configMap": "ops/kube-cdc-signals"`} {
+		if !strings.Contains(js.String(), want) {
+			t.Errorf("json lacks %s:\n%s", want, js.String())
+		}
+	}
+	r.Daemon.SignalsDenied = nil
+	out.Reset()
+	if err := Write(&out, r, "table", found); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "SIGNALS") {
+		t.Errorf("a SIGNALS line while requests are answered:\n%s", out.String())
+	}
+}
+
 // A PostgreSQL sink's versions left out of changes as noise: a line when there are any,
 // and history.skipped in the document.
 func TestStatusNamesTheVersionsLeftOutOfHistoryAsNoise(t *testing.T) {

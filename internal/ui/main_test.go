@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 	"github.com/kube-cdc/kube-cdc/internal/ui"
@@ -142,7 +143,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // newServer serves the UI over the shared schema, with a status page read as
-// `kube-cdc status` reads it.
+// `kube-cdc ui` reads it: through the UI's read-only pool.
 func newServer(t *testing.T, mod func(*ui.Options)) *httptest.Server {
 	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{File: cfgPath, Environ: []string{"KUBE_CDC_TRANSFORMS__DIGESTKEY=" + digestKey}})
@@ -151,7 +152,10 @@ func newServer(t *testing.T, mod func(*ui.Options)) *httptest.Server {
 	}
 	o := ui.Options{Pool: pool, Schema: schema, Cluster: cluster,
 		Status: func(ctx context.Context) (*status.Report, error) {
-			return status.Read(ctx, cfg, nil, func() ([]status.Target, error) { return nil, nil })
+			return status.ReadWith(ctx, cfg, nil, func() ([]status.Target, error) { return nil, nil },
+				func(_ context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
+					return postgres.ReaderOn(pool, sc.Name, cfg.Cluster, sc.Postgres.Schema), nil
+				})
 		}}
 	if mod != nil {
 		mod(&o)

@@ -92,6 +92,9 @@ func (s *Server) versions(ctx context.Context, cluster, group, resource, namespa
 		x := extra[i]
 		x.Entry = e
 		x.EpochMark = i > 0 && extra[i-1].Epoch < x.Epoch
+		// As history's header shows them: a user or manager holding a character that
+		// reorders text cannot pass for another. The diff is already shown so (Diff).
+		x.ChangedBy, x.User, x.Impersonator = history.Visible(e.ChangedBy), history.Visible(x.User), history.Visible(x.Impersonator)
 		x.Lines = diffLines(e.Diff())
 		out[i] = x
 	}

@@ -22,6 +22,16 @@ import (
 // SASL, and the key index rebuilt from the sink's data topics), or one of the stores
 // internal/checkpoint provides. An empty type means file, as for every sink.
 func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkpoint.Options) (checkpoint.Store, error) {
+	return openCheckpoint(ctx, cluster, opts, cp, false)
+}
+
+// ReadCheckpoint is OpenCheckpoint for a command that only reads the store (status): a
+// missing offsets topic is read as empty (nothing checkpointed yet), not created.
+func ReadCheckpoint(ctx context.Context, cluster string, opts Options, cp checkpoint.Options) (checkpoint.Store, error) {
+	return openCheckpoint(ctx, cluster, opts, cp, true)
+}
+
+func openCheckpoint(ctx context.Context, cluster string, opts Options, cp checkpoint.Options, readOnly bool) (checkpoint.Store, error) {
 	if !strings.EqualFold(cp.Type, TypeKafkaCheckpoint) {
 		return checkpoint.Open(cp)
 	}
@@ -40,6 +50,7 @@ func OpenCheckpoint(ctx context.Context, cluster string, opts Options, cp checkp
 		transport:         tr,
 		replicationFactor: opts.ReplicationFactor,
 		keyIndex:          topicKeyIndex(opts, cluster),
+		readOnly:          readOnly,
 	})
 }
 

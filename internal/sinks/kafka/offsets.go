@@ -30,6 +30,8 @@ type offsetsConfig struct {
 	replicationFactor int
 	// keyIndex rebuilds the key index at relist time (topicKeyIndex over the data topics).
 	keyIndex keyIndexFunc
+	// readOnly: a missing topic is not created (ReadCheckpoint) but read as empty.
+	readOnly bool
 }
 
 // offsetStore is the checkpoint store of type kafka: checkpoints as records of one compacted, single-partition
@@ -80,32 +82,42 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 		last:     map[string]change.Version{},
 	}
 	rf := max(cfg.replicationFactor, 1)
-	if _, err := ensureTopic(ctx, k.client, kafka.TopicConfig{
+	exists := true
+	if cfg.readOnly {
+		n, err := listedPartitions(ctx, k.client, topic)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint store kafka on %s: %w", strings.Join(cfg.brokers, ","), err)
+		}
+		exists = n > 0
+	} else if _, err := ensureTopic(ctx, k.client, kafka.TopicConfig{
 		Topic: topic, NumPartitions: 1, ReplicationFactor: rf,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
 	}, true); err != nil {
 		return nil, fmt.Errorf("checkpoint store kafka on %s: %w", strings.Join(cfg.brokers, ","), err)
 	}
-	err := kafkascan.Topic(ctx, k.client, topic, func(m kafka.Message) error {
-		key, ok := canonicalKey(m.Key)
-		if !ok {
-			return nil // not ours
-		}
-		if m.Value == nil {
-			delete(k.last, key)
+	var err error
+	if exists { // else nothing is checkpointed yet
+		err = kafkascan.Topic(ctx, k.client, topic, func(m kafka.Message) error {
+			key, ok := canonicalKey(m.Key)
+			if !ok {
+				return nil // not ours
+			}
+			if m.Value == nil {
+				delete(k.last, key)
+				return nil
+			}
+			var v offsetValue
+			if err := json.Unmarshal(m.Value, &v); err != nil {
+				return fmt.Errorf("offset %d: %w", m.Offset, err)
+			}
+			rv, err := change.ParseRV(v.ResourceVersion)
+			if err != nil {
+				return fmt.Errorf("offset %d: %w", m.Offset, err)
+			}
+			k.last[key] = change.Version{Epoch: v.Epoch, RV: rv}
 			return nil
-		}
-		var v offsetValue
-		if err := json.Unmarshal(m.Value, &v); err != nil {
-			return fmt.Errorf("offset %d: %w", m.Offset, err)
-		}
-		rv, err := change.ParseRV(v.ResourceVersion)
-		if err != nil {
-			return fmt.Errorf("offset %d: %w", m.Offset, err)
-		}
-		k.last[key] = change.Version{Epoch: v.Epoch, RV: rv}
-		return nil
-	})
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store kafka: read %s: %w", topic, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
@@ -130,5 +132,42 @@ func TestKafkaStoreCommitFailsRetryablyWhileTheBrokerIsDown(t *testing.T) {
 	}
 	if err := s.Commit(ctx, "stream", change.Batch{Resource: configmaps, Checkpoint: 4}); err != nil {
 		t.Fatalf("commit after restart: %v", err)
+	}
+}
+
+func TestReadCheckpointReadsAMissingOffsetsTopicAsEmptyWithoutCreatingIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k := testenv.NewKafka(t)
+	opts := Options{Brokers: []string{k.Addr()}}
+	r, err := ReadCheckpoint(ctx, "prod", opts, checkpoint.Options{Type: "kafka"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv, err := r.Load(ctx, "stream", configmaps); err != nil || rv != 0 {
+		t.Errorf("Load from a missing offsets topic: %v, %v; want 0", rv, err)
+	}
+	r.Close()
+	client := &kafka.Client{Addr: kafka.TCP(k.Addr()), Transport: k.Transport()}
+	if n, err := listedPartitions(ctx, client, "kube-cdc.offsets.prod"); err != nil || n != 0 {
+		t.Fatalf("after ReadCheckpoint the offsets topic has %d partitions (%v), want none: it created the topic", n, err)
+	}
+
+	// Once a writer has checkpointed, the reader sees it.
+	w, err := OpenCheckpoint(ctx, "prod", opts, checkpoint.Options{Type: "kafka"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx, "stream", change.Batch{Resource: configmaps, Checkpoint: 42}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r, err = ReadCheckpoint(ctx, "prod", opts, checkpoint.Options{Type: "kafka"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if rv, err := r.Load(ctx, "stream", configmaps); err != nil || rv != 42 {
+		t.Errorf("Load after a writer's commit: %v, %v; want 42", rv, err)
 	}
 }

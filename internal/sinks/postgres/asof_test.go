@@ -89,4 +89,16 @@ func TestAsOfShowsTheNewestVersionObservedByEachMomentAcrossEpochsDeletesAndRecr
 	if got := asOfAt(t, s, at(4)); got != nil {
 		t.Errorf("as of minute 4 after retention: %v, want nothing (known only since the objects rows were written)", got)
 	}
+	// At or after the last write: the moment of the last write (updated_at, written by
+	// a and e's batch) shows them, a microsecond (PostgreSQL's precision) before it does not.
+	var last time.Time
+	if err := connect(t, dsn).QueryRow(testCtx(t), `SELECT max(updated_at) FROM kube_cdc.objects WHERE name IN ('a', 'e')`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := asOfAt(t, s, last), []string{"a ua 15/1", "d ud2 30/0", "e ue 16/1"}; !slices.Equal(got, want) {
+		t.Errorf("as of a and e's last write after retention: %v, want %v", got, want)
+	}
+	if got, want := asOfAt(t, s, last.Add(-time.Microsecond)), []string{"d ud2 30/0"}; !slices.Equal(got, want) {
+		t.Errorf("as of just before a and e's last write after retention: %v, want %v", got, want)
+	}
 }

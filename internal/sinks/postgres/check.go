@@ -18,7 +18,7 @@ import (
 
 // Check is what `kube-cdc check` says of a PostgreSQL sink named name: the detail of an
 // ok row, or the error of a failed one. It connects as run does (New), without
-// migrating, then asks the server (has_*_privilege, the catalogs; it changes nothing)
+// migrating and without recording the cluster's retention or creating partitions, then asks the server (has_*_privilege, the catalogs; it changes nothing)
 // whether the role may do what run will do: create the schema or its tables when
 // migrations are pending and migrate is true, and read and write kube-cdc's tables. A
 // role that may connect and read but not write passed the connect-and-probe test alone,
@@ -26,7 +26,7 @@ import (
 func Check(ctx context.Context, name, cluster string, o Options, log *slog.Logger) (string, error) {
 	migrate := o.Migrate
 	o.Migrate = false // check changes nothing
-	s, openErr := New(ctx, name, cluster, o, log)
+	s, openErr := dial(ctx, name, cluster, o, log)
 	if openErr == nil {
 		openErr = s.Close()
 	}

@@ -59,15 +59,24 @@
 // creates the months ahead (EnsurePartitions) at start and every hour, and with a
 // retention drops the months entirely older than its cutoff that no other cluster still
 // wants (the retention table), deleting its rows one chunk at a time elsewhere (Retain).
-// Both run in the background of Write, never two at a time.
+// Both run in the background of Write, never two at a time. Statistics (analyze.go): the
+// write path's plans do not wait for them (each lookup names its row by a unique key), and
+// a COPY batch makes objects and changes due for a small background ANALYZE once a fifth
+// of their rows is new, as EnsurePartitions analyzes each partition never analyzed, so a
+// new install's first minute costs what later ones cost.
 //
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
 // returns every live object of the resource whatever scope wrote it, while checkpoints
 // are kept per scope.
 //
-// Check (check.go) is what `kube-cdc check` says of the sink: it connects as run does and
-// asks the catalogs (has_*_privilege; it changes nothing) whether the role may do what
-// run will do. Options.Validate (validate.go) is the config layer's check of the
+// New is a writer's start (migrations, the retention record, the months ahead). The
+// commands that only read (status, history, as-of) and the web UI read through a Reader
+// (reader.go) instead: a read-only session (default_transaction_read_only) that writes
+// nothing, so a role with SELECT is enough and a writer's retention stays as it set it.
+//
+// Check (check.go) is what `kube-cdc check` says of the sink: it connects as run does
+// (without the retention record and the months ahead) and asks the catalogs
+// (has_*_privilege; it changes nothing) whether the role may do what run will do. Options.Validate (validate.go) is the config layer's check of the
 // sinks[].postgres keys. No message shows the DSN's password: ScrubPassword is the one
 // scrubber, for the sink's errors, Check's and Validate's.
 package postgres

@@ -31,7 +31,7 @@ func (s *Sink) EnsurePartitions(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", classify(err, s.password)))
 	}
-	return made, recordErr
+	return made, errors.Join(recordErr, s.analyzePartitions(ctx))
 }
 
 // ensurePartitionsLogged is EnsurePartitions for the background: its outcome goes to the

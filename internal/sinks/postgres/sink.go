@@ -34,6 +34,7 @@ type Sink struct {
 	// (SetIgnorePaths, noise.go), by ignoreKey.
 	ignore     map[string]*noiseSQL
 	noPrecheck bool // tests: leave every poison object to the bisecting safety net
+	noAnalyze  bool // tests: no analysis after bulk loads (analyze.go), as before it has run
 
 	// Retention runs in the background, at most one at a time, until Close.
 	bgCtx         context.Context
@@ -43,6 +44,10 @@ type Sink struct {
 	lastRetention atomic.Int64 // unix nanoseconds
 	// lastPartitions is when the months ahead were last created (EnsurePartitions).
 	lastPartitions atomic.Int64
+	// loaded counts the rows COPY batches loaded since the last analysis, which runs in
+	// the background, one at a time (analyze.go).
+	loaded      atomic.Int64
+	analyzeBusy atomic.Bool
 
 	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
 	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
@@ -61,27 +66,34 @@ func (o Options) withDefaults() Options {
 }
 
 // New connects to PostgreSQL, applies pending migrations unless opts.Migrate is false,
-// and returns the sink named name, writing for cluster. Connection errors that will not
+// records the cluster's retention and creates the months of changes ahead
+// (EnsurePartitions), and returns the sink named name, writing for cluster: a writer's
+// start, for run alone (commands that only read open a Reader). Connection errors that will not
 // heal (wrong password, missing privilege, unknown database) are retry.Terminal with a
 // one-line message naming the cause; refused connections and timeouts are retryable.
 func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
+	s, err := dial(ctx, name, cluster, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	s.lastPartitions.Store(time.Now().UnixNano())
+	s.ensurePartitionsLogged(ctx)
+	return s, nil
+}
+
+// dial is New but for the partitions: it connects, migrates unless opts.Migrate is
+// false, and probes the schema, writing nothing else (Check's way of starting as run
+// starts).
+func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
 	opts = opts.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.DSN == "" {
-		return nil, retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
-	}
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, password, err := poolConfig(name, opts)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+		return nil, err
 	}
-	password := cfg.ConnConfig.Password
 	cfg.MaxConns = opts.MaxConns
-	setApplicationName(&cfg.ConnConfig.Config) // names this process to other writers (writers.go)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, createStage)
 		return err
@@ -103,8 +115,6 @@ func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logg
 		return nil, fmt.Errorf("postgres sink %q: %w", name, err)
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	s.lastPartitions.Store(time.Now().UnixNano())
-	s.ensurePartitionsLogged(ctx)
 	return s, nil
 }
 
@@ -239,4 +249,22 @@ func (s *Sink) Close() error {
 	s.bg.Wait()
 	s.pool.Close()
 	return nil
+}
+
+// poolConfig parses opts.DSN into the pool configuration the sink and its readers share:
+// the application name that names this process to other writers (writers.go) and a
+// connect timeout. It returns the DSN's password, which every error is scrubbed of.
+func poolConfig(name string, opts Options) (*pgxpool.Config, string, error) {
+	if opts.DSN == "" {
+		return nil, "", retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
+	}
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+	}
+	setApplicationName(&cfg.ConnConfig.Config)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	return cfg, cfg.ConnConfig.Password, nil
 }

@@ -394,7 +394,12 @@ func tallySQL(schema, src string) string {
 // written to changes (noise left out) or else the objects row the batch replaces, where
 // that row's version has a changes row (objects.in_changes), is of the same uid and is
 // live. Where the previous version is a delete, of another uid, or unknown, changed
-// stays NULL and history() computes it when read. Without diff (a batch with no watch
+// stays NULL and history() computes it when read. The lookup names the objects row by
+// its primary key alone and tests the rest in a CASE: with deleted_at IS NULL in its
+// WHERE the partial indexes objects_live and objects_live_uid qualify too, and a fresh
+// database, whose tables have no statistics yet, chose objects_live and filtered every
+// row of the resource (119 ms for one change at 20k objects; 6 s for a COPY batch of
+// 200 updates). Without diff (a batch with no watch
 // update: a relist's snapshots, creates, deletes) no row gets one and nothing is sorted.
 func insertChangesSQL(schema, stage string, marks, diff bool) string {
 	noise, keep, written := "", "", ""
@@ -407,10 +412,12 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 		         CASE WHEN st.prev_seq IS NOT NULL
 		              THEN CASE WHEN st.prev_op <> 'delete' AND st.prev_uid = st.uid AND st.prev_object IS NOT NULL
 		                        THEN %[1]s.changed_paths(st.prev_object, st.object) END
-		              ELSE (SELECT %[1]s.changed_paths(o.object, st.object) FROM %[1]s.objects o
+		              ELSE (SELECT CASE WHEN o.in_changes AND o.deleted_at IS NULL AND o.uid = st.uid AND o.object IS NOT NULL
+		                                     AND (o.epoch, o.resource_version) < (st.epoch, st.rv)
+		                                THEN %[1]s.changed_paths(o.object, st.object) END
+		                      FROM %[1]s.objects o
 		                     WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
-		                       AND o.name = st.name AND o.in_changes AND o.deleted_at IS NULL AND o.uid = st.uid
-		                       AND o.object IS NOT NULL AND (o.epoch, o.resource_version) < (st.epoch, st.rv))
+		                       AND o.name = st.name)
 		         END
 		       END`, schema)
 		from = fmt.Sprintf(`(SELECT s.*, lag(s.seq) OVER w AS prev_seq, lag(s.op) OVER w AS prev_op,

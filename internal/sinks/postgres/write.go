@@ -119,6 +119,7 @@ func (s *Sink) writeCopy(ctx context.Context, w *batchWrite) error {
 		return err
 	}
 	steps.done("commit")
+	s.noteBulkLoad(len(w.staged))
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", w.res.ID(), "changes", len(w.staged),
 			"quarantined", len(w.bad), "checkpoint", w.checkpoint.String()}, steps.attrs()...)...)
