@@ -71,10 +71,17 @@ func openers(t *testing.T) []opener {
 			}
 			return err
 		}},
-		{"run with migrate: false, status, history, as-of (New, migrate: false)", func(dsn string) error {
+		{"run with migrate: false (New, migrate: false)", func(dsn string) error {
 			s, err := New(testCtx(t), "warehouse", cluster, Options{DSN: dsn, Migrate: false}, testLog(t))
 			if err == nil {
 				s.Close()
+			}
+			return err
+		}},
+		{"status, history, as-of (OpenReader)", func(dsn string) error {
+			r, err := OpenReader(testCtx(t), "warehouse", cluster, Options{DSN: dsn})
+			if err == nil {
+				r.Close()
 			}
 			return err
 		}},
