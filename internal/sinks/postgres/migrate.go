@@ -110,18 +110,18 @@ func migrateFiles(ctx context.Context, conn *pgx.Conn, schema string, files []mi
 	}
 	if cols == nil {
 		if _, err := conn.Exec(ctx, "CREATE TABLE "+ident+`.schema_migrations (
-			version          text        PRIMARY KEY,
-			applied_at       timestamptz NOT NULL DEFAULT now(),
-			checksum         text,
-			kube_cdc_version text)`); err != nil {
+			version    text        PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT now(),
+			checksum   text,
+			applied_by text)`); err != nil {
 			return nil, fmt.Errorf("create %s.schema_migrations: %w", ident, err)
 		}
-	} else if !cols["checksum"] || !cols["kube_cdc_version"] {
+	} else if !cols["checksum"] || !cols["applied_by"] {
 		// A schema migrated before checksums were recorded (before 0.1.0): the columns
 		// now, and below each applied migration's checksum taken to be this binary's (the
 		// only record there is), so that from now on a changed file is found.
 		if _, err := conn.Exec(ctx, "ALTER TABLE "+ident+".schema_migrations "+
-			"ADD COLUMN IF NOT EXISTS checksum text, ADD COLUMN IF NOT EXISTS kube_cdc_version text"); err != nil {
+			"ADD COLUMN IF NOT EXISTS checksum text, ADD COLUMN IF NOT EXISTS applied_by text"); err != nil {
 			return nil, fmt.Errorf("add the checksum column to %s.schema_migrations: %w", ident, err)
 		}
 	}
@@ -153,7 +153,7 @@ func migrateFiles(ctx context.Context, conn *pgx.Conn, schema string, files []mi
 			if _, err := tx.Conn().PgConn().Exec(ctx, f.SQL).ReadAll(); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, checksum, kube_cdc_version) VALUES ($1, $2, $3)",
+			_, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, checksum, applied_by) VALUES ($1, $2, $3)",
 				f.Version, f.SHA256, version.Short())
 			return err
 		})
@@ -203,7 +203,7 @@ func readApplied(ctx context.Context, q migrationsReader, schema string) ([]appl
 		}
 		return "NULL::text"
 	}
-	rows, err = q.Query(ctx, "SELECT version, "+column("checksum")+", "+column("kube_cdc_version")+" FROM "+table+" ORDER BY version")
+	rows, err = q.Query(ctx, "SELECT version, "+column("checksum")+", "+column("applied_by")+" FROM "+table+" ORDER BY version")
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s.schema_migrations: %w", schema, err)
 	}

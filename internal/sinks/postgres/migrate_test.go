@@ -23,11 +23,11 @@ func embeddedMigrations(t *testing.T) []migrations.File {
 	return files
 }
 
-// appliedRows are schema's schema_migrations rows as "version checksum kube_cdc_version".
+// appliedRows are schema's schema_migrations rows as "version checksum applied_by".
 func appliedRows(t *testing.T, dsn, schema string) []string {
 	t.Helper()
 	rows, err := connect(t, dsn).Query(testCtx(t), fmt.Sprintf(
-		`SELECT version || ' ' || coalesce(checksum, '<null>') || ' ' || coalesce(kube_cdc_version, '<null>') FROM %s.schema_migrations ORDER BY version`,
+		`SELECT version || ' ' || coalesce(checksum, '<null>') || ' ' || coalesce(applied_by, '<null>') FROM %s.schema_migrations ORDER BY version`,
 		pgx.Identifier{schema}.Sanitize()))
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 
 	t.Run("every way of opening the sink, after a future release migrated it", func(t *testing.T) {
 		if _, err := connect(t, dsn).Exec(testCtx(t),
-			`INSERT INTO kube_cdc.schema_migrations (version, checksum, kube_cdc_version) VALUES ('999_from_the_future', $1, '9.9.9')`,
+			`INSERT INTO kube_cdc.schema_migrations (version, checksum, applied_by) VALUES ('999_from_the_future', $1, '9.9.9')`,
 			strings.Repeat("ff", 32)); err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestASchemaMigratedBeforeChecksumsWereRecordedGetsThemAtTheNextMigrate(t *t
 	if _, err := MigrateBefore(testCtx(t), dsn, "kube_cdc", "017_history_changed"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := connect(t, dsn).Exec(testCtx(t), `ALTER TABLE kube_cdc.schema_migrations DROP COLUMN checksum, DROP COLUMN kube_cdc_version`); err != nil {
+	if _, err := connect(t, dsn).Exec(testCtx(t), `ALTER TABLE kube_cdc.schema_migrations DROP COLUMN checksum, DROP COLUMN applied_by`); err != nil {
 		t.Fatal(err)
 	}
 	// A binary that does not migrate reads such a table.
