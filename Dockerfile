@@ -1,6 +1,6 @@
 # kube-cdc: a static binary on an empty base image.
 #
-#   docker build -t kube-cdc --build-arg VERSION=$(git describe --tags --always --dirty) .
+#   make image    (docker build -t kube-cdc:VERSION --build-arg VERSION=… --build-arg COMMIT=… --build-arg DATE=… .)
 #
 # The final image holds only the binary, CA certificates (for TLS to the apiserver, Kafka
 # and PostgreSQL) and a passwd/group entry for the unprivileged uid 65532, so it runs under
@@ -12,10 +12,13 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
 COPY . .
+# The build's identity (make image passes hack/version's; RELEASING.md, "Versions").
 ARG VERSION=dev
+ARG COMMIT=unknown
+ARG DATE=unknown
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X github.com/kube-cdc/kube-cdc/internal/version.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/kube-cdc/kube-cdc/internal/version.Version=${VERSION} -X github.com/kube-cdc/kube-cdc/internal/version.Commit=${COMMIT} -X github.com/kube-cdc/kube-cdc/internal/version.Date=${DATE}" \
       -o /out/kube-cdc ./cmd/kube-cdc
 # uid/gid 65532 ("nonroot", as in distroless) and a working directory it owns: the file
 # checkpoint store's default path (kube-cdc-state.db) is relative to it.

@@ -168,3 +168,28 @@ metrics: {address: %q}
 		t.Errorf("no status row for the stdout sink with a checkpoint and 4 live keys:\n%s", out)
 	}
 }
+
+func TestEveryCommandRefusesASchemaANewerKubeCDCMigratedInOneLine(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
+	dsn := pg.NewDatabase(t)
+	cfg := writeConfig(t, pgConfigYAML(dsn, "  - name: configmaps", ""))
+	if code, out := runCLI(t, "migrate", "-c", cfg); code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", code, out)
+	}
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(context.Background(), `INSERT INTO kube_cdc.schema_migrations (version, checksum, applied_by)
+		VALUES ('999_from_the_future', repeat('f', 64), '9.9.9')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"run", "-c", cfg}, {"migrate", "-c", cfg}, {"status", "-c", cfg}} {
+		code, out := runCLI(t, args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		last := lines[len(lines)-1]
+		if code != 1 || !strings.HasPrefix(last, "kube-cdc: ") || !strings.Contains(last, "the schema is newer than this kube-cdc: schema kube_cdc holds migration 999_from_the_future, applied by kube-cdc 9.9.9") {
+			t.Errorf("%s: exit %d, last line %q; want exit 1 and one line naming 999_from_the_future and kube-cdc 9.9.9\n%s", args[0], code, last, out)
+		}
+	}
+	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.checkpoints`); n != 0 {
+		t.Errorf("%d checkpoints written against a newer schema", n)
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 
 func main() {
@@ -41,13 +40,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), newHistoryCmd(), newAsOfCmd(), newResnapshotCmd(), newUICmd(), &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "kube-cdc", version.String())
-		},
-	})
+	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), newHistoryCmd(), newAsOfCmd(), newResnapshotCmd(), newUICmd(), newVersionCmd())
 	return root
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka/kafkascan"
+	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 
 // keyIndexFunc calls fn for every live key a sink holds of res.
@@ -39,7 +40,7 @@ type offsetsConfig struct {
 // volume:
 //
 //	key   ["kube-cdc",{"cluster":"prod","sink":"stream","resource":"deployments.apps","scope":""}]
-//	value {"resourceVersion":"12345","epoch":1}   (epoch omitted while 0)
+//	value {"resourceVersion":"12345","epoch":1,"format":1,"kubeCdc":"0.1.0"}   (epoch omitted while 0)
 //
 // openOffsetStore reads the topic to its end once and keeps the latest checkpoint per key in
 // memory; Commit writes a record (acknowledged by all in-sync replicas) before it updates
@@ -110,6 +111,10 @@ func openOffsetStore(ctx context.Context, topic string, cfg offsetsConfig) (*off
 			if err := json.Unmarshal(m.Value, &v); err != nil {
 				return fmt.Errorf("offset %d: %w", m.Offset, err)
 			}
+			if v.Format > offsetFormat {
+				return retry.Terminal(fmt.Errorf("%w: offset %d of %s holds a checkpoint in format %d, written by %s; this kube-cdc %s reads formats up to %d and will not write to it: run that kube-cdc or a newer one",
+					ErrCheckpointNewer, m.Offset, topic, v.Format, writtenBy(v.KubeCDC), version.Short(), offsetFormat))
+			}
 			rv, err := change.ParseRV(v.ResourceVersion)
 			if err != nil {
 				return fmt.Errorf("offset %d: %w", m.Offset, err)
@@ -144,9 +149,33 @@ type offsetKeyBody struct {
 	Scope    string `json:"scope"`
 }
 
+// offsetValue is a checkpoint record's value. Format versions it the way
+// schema_migrations versions the PostgreSQL schema (RELEASING.md): records without one were
+// written before 0.1.0 and read as format 1; a kube-cdc meeting a format newer than its
+// own refuses to open the store rather than misread it or write beside it. KubeCDC names
+// the release that wrote the record, for that message.
 type offsetValue struct {
 	ResourceVersion string `json:"resourceVersion"`
 	Epoch           int    `json:"epoch,omitempty"`
+	Format          int    `json:"format,omitempty"`
+	KubeCDC         string `json:"kubeCdc,omitempty"`
+}
+
+// offsetFormat is the format of the checkpoint records this kube-cdc writes and the
+// newest it reads. Raise it when a change to offsetValue would be misread by the release
+// before (a field that changes the meaning of the others); a field an older release may
+// ignore needs no new format.
+const offsetFormat = 1
+
+// ErrCheckpointNewer is wrapped by the error of an offsets topic holding a checkpoint
+// record in a format newer than this kube-cdc's (offsetFormat).
+var ErrCheckpointNewer = errors.New("the checkpoint store is newer than this kube-cdc")
+
+func writtenBy(v string) string {
+	if v == "" {
+		return "a kube-cdc that did not record its version"
+	}
+	return "kube-cdc " + v
 }
 
 const offsetKeyNamespace = "kube-cdc"
@@ -202,7 +231,7 @@ func (k *offsetStore) Commit(ctx context.Context, sink string, b change.Batch) e
 	if cur.Compare(next) >= 0 {
 		return nil
 	}
-	val, _ := json.Marshal(offsetValue{ResourceVersion: b.Checkpoint.String(), Epoch: b.Epoch})
+	val, _ := json.Marshal(offsetValue{ResourceVersion: b.Checkpoint.String(), Epoch: b.Epoch, Format: offsetFormat, KubeCDC: version.Short()})
 	if err := k.writer.WriteMessages(ctx, kafka.Message{Key: key, Value: val}); err != nil {
 		err = fmt.Errorf("commit checkpoint of %s/%s to %s: %w", sink, b.Resource.ID(), k.topic, err)
 		if isTerminal(err) {

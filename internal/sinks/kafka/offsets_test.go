@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
+	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 
 var configmaps = change.Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
@@ -73,7 +76,7 @@ func TestKafkaStoreResumesFromTheLatestCheckpointAfterAProcessRestart(t *testing
 		if got, want := string(msgs[0].Key), `["kube-cdc",{"cluster":"prod","sink":"stream","resource":"configmaps","scope":""}]`; got != want {
 			t.Errorf("key %s, want %s", got, want)
 		}
-		if got := string(msgs[0].Value); got != `{"resourceVersion":"5"}` {
+		if got := string(msgs[0].Value); got != `{"resourceVersion":"5","format":1,"kubeCdc":"`+version.Short()+`"}` {
 			t.Errorf("value %s", got)
 		}
 	}
@@ -169,5 +172,59 @@ func TestReadCheckpointReadsAMissingOffsetsTopicAsEmptyWithoutCreatingIt(t *test
 	defer r.Close()
 	if rv, err := r.Load(ctx, "stream", configmaps); err != nil || rv != 42 {
 		t.Errorf("Load after a writer's commit: %v, %v; want 42", rv, err)
+	}
+}
+
+// The offsets topic's records are versioned like the PostgreSQL schema: a store written
+// before 0.1.0 (add646f's records, whose values carry no format) is read after an
+// upgrade, and a record a newer kube-cdc wrote in a newer format stops an older one.
+func TestKafkaStoreResumesFromAnOlderReleasesRecordsAndRefusesANewerFormat(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k := testenv.NewKafka(t)
+	deployments := change.Resource{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Namespaced: true}
+	key := func(resource string) []byte {
+		return []byte(`["kube-cdc",{"cluster":"prod","sink":"stream","resource":"` + resource + `","scope":""}]`)
+	}
+	if err := k.CreateTopic(ctx, "offsets", 1, true); err != nil {
+		t.Fatal(err)
+	}
+	w := k.Writer("offsets")
+	defer w.Close()
+	// The bytes add646f's offsetStore.Commit wrote (json.Marshal of its offsetValue).
+	if err := w.WriteMessages(ctx,
+		kafka.Message{Key: key("configmaps"), Value: []byte(`{"resourceVersion":"12345"}`)},
+		kafka.Message{Key: key("deployments.apps"), Value: []byte(`{"resourceVersion":"777","epoch":2}`)},
+	); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openOffsetStore(ctx, "offsets", offsetsConfigFor(k))
+	if err != nil {
+		t.Fatalf("open a store of records written before 0.1.0: %v", err)
+	}
+	for _, tc := range []struct {
+		res   change.Resource
+		rv    change.RV
+		epoch int
+	}{{configmaps, 12345, 0}, {deployments, 777, 2}} {
+		rv, err := s.Load(ctx, "stream", tc.res)
+		epoch, err2 := s.Epoch(ctx, "stream", tc.res)
+		if err != nil || err2 != nil || rv != tc.rv || epoch != tc.epoch {
+			t.Errorf("%s: checkpoint %d epoch %d (%v, %v), want %d epoch %d as stored", tc.res.ID(), uint64(rv), epoch, err, err2, uint64(tc.rv), tc.epoch)
+		}
+	}
+	s.Close()
+
+	if err := w.WriteMessages(ctx, kafka.Message{Key: key("configmaps"), Value: []byte(`{"resourceVersion":"12400","format":2,"kubeCdc":"9.9.9"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openOffsetStore(ctx, "offsets", offsetsConfigFor(k))
+	if !errors.Is(err, ErrCheckpointNewer) || !retry.IsTerminal(err) {
+		t.Fatalf("open a store holding format 2: %v (terminal %v), want a terminal %v", err, retry.IsTerminal(err), ErrCheckpointNewer)
+	}
+	for _, want := range []string{"format 2, written by kube-cdc 9.9.9", "this kube-cdc " + version.Short() + " reads formats up to 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
 	}
 }

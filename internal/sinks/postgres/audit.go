@@ -84,6 +84,13 @@ func NewAuditStore(ctx context.Context, cluster string, opts Options) (*AuditSto
 	if err != nil {
 		return nil, fmt.Errorf("audit store: %w", classify(err, password))
 	}
+	if !opts.Migrate {
+		// Migrate verified the schema; without it, refuse a newer one all the same.
+		if err := verifySchema(ctx, pool, opts.Schema); err != nil && !errors.Is(err, errUnverifiable) {
+			pool.Close()
+			return nil, fmt.Errorf("audit store: %w", classify(err, password))
+		}
+	}
 	return &AuditStore{pool: pool, schema: pgx.Identifier{opts.Schema}.Sanitize(), cluster: cluster, password: password}, nil
 }
 

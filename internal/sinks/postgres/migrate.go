@@ -2,14 +2,15 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/version"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
 
@@ -59,14 +60,24 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) ([]string, erro
 // one when stop is ""): PartitionChanges stops before 012 to prepare the table, tests
 // build an older schema.
 func migrateBefore(ctx context.Context, conn *pgx.Conn, schema, stop string) ([]string, error) {
-	files, err := migrationFiles()
+	files, err := migrations.Files()
 	if err != nil {
 		return nil, err
 	}
+	return migrateFiles(ctx, conn, schema, files, stop)
+}
+
+// migrateFiles is migrateBefore with the binary's migrations given: files are every
+// migration this binary knows (a test passes fewer to play an older binary). Before
+// applying anything it verifies what the schema holds (verifyApplied): a migration this
+// binary does not know, or one applied with another checksum, stops it with nothing
+// changed.
+func migrateFiles(ctx context.Context, conn *pgx.Conn, schema string, files []migrations.File, stop string) ([]string, error) {
+	pending := files
 	if stop != "" {
 		for i, f := range files {
-			if f.version >= stop {
-				files = files[:i]
+			if f.Version >= stop {
+				pending = files[:i]
 				break
 			}
 		}
@@ -90,33 +101,48 @@ func migrateBefore(ctx context.Context, conn *pgx.Conn, schema, stop string) ([]
 			return nil, fmt.Errorf("create schema %s: %w", ident, err)
 		}
 	}
-	var hasTable bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", ident+".schema_migrations").Scan(&hasTable); err != nil {
+	applied, cols, err := readApplied(ctx, conn, schema)
+	if err != nil {
 		return nil, err
 	}
-	if !hasTable {
+	if err := verifyApplied(schema, applied, files); err != nil {
+		return nil, err
+	}
+	if cols == nil {
 		if _, err := conn.Exec(ctx, "CREATE TABLE "+ident+`.schema_migrations (
 			version    text        PRIMARY KEY,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			applied_at timestamptz NOT NULL DEFAULT now(),
+			checksum   text,
+			applied_by text)`); err != nil {
 			return nil, fmt.Errorf("create %s.schema_migrations: %w", ident, err)
 		}
+	} else if !cols["checksum"] || !cols["applied_by"] {
+		// A schema migrated before checksums were recorded (before 0.1.0): the columns
+		// now, and below each applied migration's checksum taken to be this binary's (the
+		// only record there is), so that from now on a changed file is found.
+		if _, err := conn.Exec(ctx, "ALTER TABLE "+ident+".schema_migrations "+
+			"ADD COLUMN IF NOT EXISTS checksum text, ADD COLUMN IF NOT EXISTS applied_by text"); err != nil {
+			return nil, fmt.Errorf("add the checksum column to %s.schema_migrations: %w", ident, err)
+		}
+	}
+	byVersion := map[string]migrations.File{}
+	for _, f := range files {
+		byVersion[f.Version] = f
 	}
 	done := map[string]bool{}
-	rows, err := conn.Query(ctx, "SELECT version FROM "+ident+".schema_migrations")
-	if err != nil {
-		return nil, err
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
-	}
-	for _, v := range versions {
-		done[v] = true
+	for _, a := range applied {
+		done[a.version] = true
+		if a.checksum == nil {
+			if _, err := conn.Exec(ctx, "UPDATE "+ident+".schema_migrations SET checksum = $2 WHERE version = $1 AND checksum IS NULL",
+				a.version, byVersion[a.version].SHA256); err != nil {
+				return nil, fmt.Errorf("record the checksum of migration %s: %w", a.version, err)
+			}
+		}
 	}
 
-	var applied []string
-	for _, f := range files {
-		if done[f.version] {
+	var ran []string
+	for _, f := range pending {
+		if done[f.Version] {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -124,42 +150,146 @@ func migrateBefore(ctx context.Context, conn *pgx.Conn, schema, stop string) ([]
 				return err
 			}
 			// The simple protocol runs a file of several statements in one round trip.
-			if _, err := tx.Conn().PgConn().Exec(ctx, f.sql).ReadAll(); err != nil {
+			if _, err := tx.Conn().PgConn().Exec(ctx, f.SQL).ReadAll(); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version) VALUES ($1)", f.version)
+			_, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, checksum, applied_by) VALUES ($1, $2, $3)",
+				f.Version, f.SHA256, version.Short())
 			return err
 		})
 		if err != nil {
-			return applied, fmt.Errorf("apply migration %s to schema %s: %w", f.name, ident, err)
+			return ran, fmt.Errorf("apply migration %s to schema %s: %w", f.Name, ident, err)
 		}
-		applied = append(applied, f.version)
+		ran = append(ran, f.Version)
 	}
-	return applied, nil
+	return ran, nil
 }
 
-type migrationFile struct {
-	name    string // "001_init.sql"
-	version string // "001_init"
-	sql     string
+// appliedMigration is a row of schema_migrations.
+type appliedMigration struct {
+	version  string
+	checksum *string // nil: applied before checksums were recorded
+	by       *string // the kube-cdc version that applied it; nil: not recorded
 }
 
-func migrationFiles() ([]migrationFile, error) {
-	names, err := fs.Glob(migrations.FS, "*.sql")
+// migrationsReader is what readApplied needs of a connection or a pool.
+type migrationsReader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// readApplied reads schema's schema_migrations and which of its columns exist (nil: no
+// such table). It changes nothing, so a role that may only read can run it.
+func readApplied(ctx context.Context, q migrationsReader, schema string) ([]appliedMigration, map[string]bool, error) {
+	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
+	rows, err := q.Query(ctx, `SELECT a.attname::text FROM pg_attribute a
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, table)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("read the columns of %s.schema_migrations: %w", schema, err)
 	}
-	sort.Strings(names)
-	files := make([]migrationFile, 0, len(names))
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the columns of %s.schema_migrations: %w", schema, err)
+	}
+	if len(names) == 0 {
+		return nil, nil, nil
+	}
+	cols := map[string]bool{}
 	for _, n := range names {
-		b, err := migrations.FS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, migrationFile{name: n, version: strings.TrimSuffix(n, ".sql"), sql: string(b)})
+		cols[n] = true
 	}
-	return files, nil
+	column := func(name string) string {
+		if cols[name] {
+			return name
+		}
+		return "NULL::text"
+	}
+	rows, err = q.Query(ctx, "SELECT version, "+column("checksum")+", "+column("applied_by")+" FROM "+table+" ORDER BY version")
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s.schema_migrations: %w", schema, err)
+	}
+	applied, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (appliedMigration, error) {
+		var a appliedMigration
+		err := row.Scan(&a.version, &a.checksum, &a.by)
+		return a, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s.schema_migrations: %w", schema, err)
+	}
+	return applied, cols, nil
 }
+
+// ErrSchemaNewer is wrapped by the error of a schema that holds a migration this binary
+// does not know (a newer kube-cdc migrated it): kube-cdc refuses to write to it.
+var ErrSchemaNewer = errors.New("the schema is newer than this kube-cdc")
+
+// ErrMigrationChanged is wrapped by the error of a schema whose applied migration's
+// checksum differs from the binary's file.
+var ErrMigrationChanged = errors.New("an applied migration differs from this kube-cdc's")
+
+// verifyApplied refuses a schema this binary must not write to, in one line:
+//
+//   - a migration the binary does not know: the schema is newer than this binary (an
+//     older kube-cdc started against a database an upgrade migrated); the line names
+//     the schema's newest migration and the kube-cdc that applied it, and the binary's
+//     newest migration and version (ErrSchemaNewer);
+//   - a migration applied with a checksum other than the binary's file: a released
+//     migration never changes, so the database or the binary is not a release's; the
+//     line names the migration and both checksums (ErrMigrationChanged).
+//
+// Rows without a checksum (applied before they were recorded) are not compared. Both
+// errors are retry.Terminal: they do not heal by waiting.
+func verifyApplied(schema string, applied []appliedMigration, files []migrations.File) error {
+	known := map[string]migrations.File{}
+	for _, f := range files {
+		known[f.Version] = f
+	}
+	var unknown *appliedMigration
+	for i, a := range applied {
+		if _, ok := known[a.version]; !ok && (unknown == nil || a.version > unknown.version) {
+			unknown = &applied[i]
+		}
+	}
+	if unknown != nil {
+		newest := "none"
+		if len(files) > 0 {
+			newest = files[len(files)-1].Version
+		}
+		by := "a kube-cdc that did not record its version"
+		if unknown.by != nil && *unknown.by != "" {
+			by = "kube-cdc " + *unknown.by
+		}
+		return retry.Terminal(fmt.Errorf("%w: schema %s holds migration %s, applied by %s; this kube-cdc %s knows migrations up to %s and will not write to it: run that kube-cdc or a newer one",
+			ErrSchemaNewer, schema, unknown.version, by, version.Short(), newest))
+	}
+	for _, a := range applied {
+		if a.checksum != nil && *a.checksum != known[a.version].SHA256 {
+			return retry.Terminal(fmt.Errorf("%w: migration %s of schema %s was applied with sha256 %s, this kube-cdc %s ships sha256 %s; a released migration never changes, so the database or this binary is not a release's (docs/operations.md, \"Upgrade\")",
+				ErrMigrationChanged, a.version, schema, *a.checksum, version.Short(), known[a.version].SHA256))
+		}
+	}
+	return nil
+}
+
+// verifySchema reads schema_migrations and refuses what verifyApplied refuses, changing
+// nothing: the check of a sink that does not migrate (migrate: false, and the commands
+// that only read). errUnverifiable: the role may not read schema_migrations.
+func verifySchema(ctx context.Context, q migrationsReader, schema string) error {
+	files, err := migrations.Files()
+	if err != nil {
+		return err
+	}
+	applied, _, err := readApplied(ctx, q, schema)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("%w: %w", errUnverifiable, err)
+	}
+	if err != nil {
+		return err
+	}
+	return verifyApplied(schema, applied, files)
+}
+
+var errUnverifiable = errors.New("cannot verify the applied migrations")
 
 // advisoryKey is the migration lock of one schema; the prefix keeps it apart from other
 // applications' advisory locks.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,7 +24,7 @@ type Reader struct {
 }
 
 // OpenReader connects to opts.DSN with a read-only pool of its own and checks that the
-// schema holds kube-cdc's tables. It reads the sink named name of cluster. Its errors are
+// schema holds kube-cdc's tables, and none a newer kube-cdc migrated (verifySchema). It reads the sink named name of cluster. Its errors are
 // New's: wrong password, unknown database and a missing schema are retry.Terminal, with
 // one line naming the cause.
 func OpenReader(ctx context.Context, name, cluster string, opts Options) (*Reader, error) {
@@ -39,6 +40,12 @@ func OpenReader(ctx context.Context, name, cluster string, opts Options) (*Reade
 		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, password))
 	}
 	r := &Reader{s: readSink(pool, name, cluster, opts.Schema, password), owned: true}
+	// An older kube-cdc's queries may not mean the same against a schema a newer one
+	// migrated: refuse it, as New does (a role that may not read schema_migrations reads on).
+	if err := verifySchema(ctx, pool, opts.Schema); err != nil && !errors.Is(err, errUnverifiable) {
+		pool.Close()
+		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, password))
+	}
 	if _, err := pool.Exec(ctx, r.s.sql.probe); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, password))

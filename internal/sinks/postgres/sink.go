@@ -136,6 +136,14 @@ func (s *Sink) start(ctx context.Context) error {
 		}
 		return nil
 	}
+	// Not migrating (migrate: false, or a command that only reads): still refuse a schema
+	// a newer kube-cdc migrated, or one whose applied migration is not this binary's.
+	if err := verifySchema(ctx, conn, s.opts.Schema); errors.Is(err, errUnverifiable) {
+		s.log.Warn("cannot verify the schema's applied migrations against this kube-cdc's (grant SELECT on schema_migrations)",
+			"sink", s.name, "schema", s.opts.Schema, "error", classify(err, s.password))
+	} else if err != nil {
+		return classify(err, s.password)
+	}
 	_, err = conn.Exec(ctx, s.sql.probe)
 	return classify(err, s.password)
 }

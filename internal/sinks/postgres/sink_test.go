@@ -18,6 +18,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
+	"github.com/kube-cdc/kube-cdc/migrations"
 )
 
 const cluster = "test"
@@ -716,11 +717,7 @@ func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
 		wg.Go(func() { results[i], errs[i] = Migrate(testCtx(t), dsn, "kube_cdc") })
 	}
 	wg.Wait()
-	files, _ := migrationFiles()
-	var all []string
-	for _, f := range files {
-		all = append(all, f.version)
-	}
+	all := migrations.Versions()
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("concurrent Migrate: %v, %v", errs[0], errs[1])
 	}
