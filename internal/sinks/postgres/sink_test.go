@@ -484,8 +484,10 @@ func blockWrites(t *testing.T, dsn string) (waitBlocked, unblock func()) {
 		defer watcher.Close(context.Background())
 		eventually(t, 30*time.Second, "the Write waits for the lock", func() bool {
 			var waiting int
+			// A client's statement, not an autovacuum worker that queued for the lock too
+			// (it would let the test cut a Write that had not reached the lock yet).
 			err := watcher.QueryRow(testCtx(t), `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND backend_type = 'client backend'`).Scan(&waiting)
 			if err != nil {
 				t.Fatal(err)
 			}
