@@ -65,3 +65,19 @@ func classify(r change.Resource, verb string, err error) error {
 func notServed(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
 }
+
+// unanswered reports whether err says the server gave no answer to act on: no response
+// at all (a refused or dropped connection, a timeout) or one that asks to try again
+// later (429, 500, 502, 503, 504). Anything else (Forbidden, not served, a bad request)
+// is an answer, which the request that follows reports as it does.
+func unanswered(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	switch st.Status().Code {
+	case 429, 500, 502, 503, 504:
+		return true
+	}
+	return false
+}

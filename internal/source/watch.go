@@ -57,8 +57,21 @@ func (s *Stream) watch(ctx context.Context, rv change.RV, emit func(context.Cont
 		// etcd), ask the server where it is. When that LIST fails, the watch will too,
 		// and says why.
 		var b *errBehind
-		if err := s.behind(ctx, w.rv); errors.As(err, &b) {
+		switch err := s.behind(ctx, w.rv); {
+		case errors.As(err, &b):
 			return w.rv, b
+		case err != nil && ctx.Err() == nil && unanswered(err):
+			// The server could not say where it is: a restarting apiserver (on a restored
+			// etcd, say) refuses connections or answers 429/503 while it starts. A watch
+			// opened now would skip the check the moment it matters most, and one from an
+			// RV the restored server has not reached is answered after a wait, as history
+			// expired, by when the server's own writes may have passed the checkpoint:
+			// the restore would pass unseen. So the probe fails like a watch and is tried
+			// again after the backoff.
+			w.failures++
+			s.Log.Warn("watch failed; re-opening it from the last resource version", "resource", s.Target.Resource.ID(),
+				"resourceVersion", w.rv.String(), "failures", w.failures, "error", err)
+			continue
 		}
 		started = time.Now()
 		err := w.follow(ctx)
