@@ -111,6 +111,14 @@ func (e *Executor) ExecTag(ctx context.Context, name, sql string, args []any) (p
 		// pool drop it on Release.
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
+		if interrupted {
+			// Closing the socket does not stop the server's statement: one waiting for a
+			// lock would commit once it got it, beside the caller's retry of the same
+			// batch, and both would pass the changes insert's guard (each reads the
+			// tables as they were before either committed): the retry's rows twice. Ask
+			// the server to cancel it first, as pgx does for a cancelled query.
+			_ = pc.CancelRequest(closeCtx)
+		}
 		_ = pc.Close(closeCtx)
 	}
 	switch {
