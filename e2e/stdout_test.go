@@ -19,9 +19,15 @@ func TestWithNoConfigRunStreamsTheDefaultResourcesToStdoutAsJSONLines(t *testing
 	// No -c: the current kubeconfig context (KUBECONFIG, set by start), the default
 	// resources and the stdout sink.
 	d := start(t, "run", "--metrics-address", "")
+	// Every resource synced, configmaps included: a ConfigMap created and deleted before
+	// the configmaps LIST is in no LIST and in no watch (make test saw it under load, the
+	// LIST's RV just past the delete), and stdout keeps no key index to infer its delete.
 	eventually(t, 60*time.Second, func() error {
 		if !strings.Contains(d.out.String(), `"name":"`+ns+`"`) {
 			return fmt.Errorf("the namespace %s has not appeared on stdout yet", ns)
+		}
+		if !strings.Contains(d.log(), "all resources synced") {
+			return fmt.Errorf("kube-cdc has not synced every resource yet")
 		}
 		return nil
 	})
