@@ -592,7 +592,17 @@ func TestARollingUpgradeUnderLoadHandsOverWithinTheLeaseMigratesResumesWithoutAL
 	rowsAtRollback := queryInt(t, conn, `SELECT count(*) FROM kube_cdc.changes`)
 	cpAtRollback := checkpoint(t, conn, ns)
 	refusedAt := time.Now()
-	code := oldAgain.wait(takeoverBound + 30*time.Second)
+	// It exits, or writes (then it is stopped, and the checks below say what it did).
+	eventually(t, takeoverBound+30*time.Second, func() error {
+		if oldAgain.running() && !strings.Contains(oldAgain.log(), "wrote batch") {
+			return fmt.Errorf("the old version neither exited nor wrote since the new leader stopped")
+		}
+		return nil
+	})
+	if oldAgain.running() {
+		t.Errorf("the old version leads and writes to the new schema; stopping it (exit %d)", oldAgain.stop())
+	}
+	code := oldAgain.exitCode
 	refusal := lastLine(oldAgain.log())
 	t.Logf("the old version, leading again, exited %d after %v: %s", code, time.Since(refusedAt).Round(time.Millisecond), refusal)
 	if code == 0 {
