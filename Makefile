@@ -76,8 +76,8 @@ lint: ## gofmt check and go vet (the soak's, the upgrade fixture's and the rolli
 	$(GO) vet -tags upgradefixture ./internal/upgradetest/
 	$(GO) vet -tags rollingupgrade ./internal/upgradetest/rolling/
 
-bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run (and the migrations since the release at 10M rows).
+	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...
 	$(GO) test -run '^$$' -bench StoredChangedPathsWriteCost -benchtime 1x ./internal/sinks/postgres/
 
 ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uPlot.*) from internal/ui/web/package-lock.json (needs npm).
