@@ -159,20 +159,9 @@ func pgTexts(ss []string) []string {
 	return out
 }
 
-// JoinStats say how the join of audit events to changes went in a window of time.
-type JoinStats struct {
-	Events       int64     // audit events received in the window
-	LastReceived time.Time // the newest event's arrival, ever; zero when none arrived
-	Changes      int64     // changes observed in the window (snapshots and inferred deletes left out)
-	Exact        int64     // of those, joined exactly
-	Nearest      int64     // joined to the nearest event
-	// UnmatchedChanges have no actor; UnmatchedEvents (of the window) explain no change.
-	UnmatchedChanges, UnmatchedEvents int64
-}
-
 // JoinStats counts the window since since, for the store's cluster.
-func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (JoinStats, error) {
-	var st JoinStats
+func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (audit.JoinStats, error) {
+	var st audit.JoinStats
 	var last *time.Time
 	err := s.pool.QueryRow(ctx, fmt.Sprintf(`
 		SELECT (SELECT count(*) FROM %[1]s.audit_events WHERE cluster = $1 AND received_at >= $2),
@@ -198,39 +187,32 @@ func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (JoinStats,
 	return st, nil
 }
 
-// ExactActors returns the actors of b's changes that audit events name exactly (the
-// response's resourceVersion on the key, or a delete's uid: the exact branch of the view
-// change_actors), one entry per change, nil where none is stored yet. For the sinks that
-// write the actor as they write a change (Kafka, stdout); the view also joins nearest.
-func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*Actor, error) {
+// ExactActors returns the actors of b's changes that audit events name exactly, one
+// entry per change, nil where none is stored yet: the SQL function exact_actor (migration
+// 018), the exact branch of the view change_actors, so a Kafka or stdout record and the
+// database name the same actor. For the sinks that write the actor as they write a change;
+// the view also joins nearest.
+func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*change.Actor, error) {
 	n := len(b.Changes)
 	ns, names, uids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	rvs, inferred := make([]int64, n), make([]bool, n)
+	rvs, epochs, inferred := make([]int64, n), make([]int32, n), make([]bool, n)
 	for i, c := range b.Changes {
 		ns[i], names[i], uids[i], ops[i] = c.Key.Namespace, c.Key.Name, c.UID, string(c.Op)
-		rvs[i], inferred[i] = int64(c.RV), c.Inferred
+		rvs[i], epochs[i], inferred[i] = int64(c.RV), int32(c.Epoch), c.Inferred
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`
 		SELECT k.i, e.username, coalesce(e.impersonator, ''), e.user_agent, e.audit_id, e.verb, e.subresource
-		  FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::bool[])
-		       WITH ORDINALITY AS k(namespace, name, uid, rv, op, inferred, i)
-		 CROSS JOIN LATERAL (
-		       SELECT e.* FROM %s.audit_events e
-		        WHERE e.cluster = $1 AND e.api_group = $2 AND e.resource = $3 AND e.namespace = k.namespace
-		          AND ((e.name = k.name AND e.response_rv = k.rv AND NOT k.inferred)
-		            OR (k.op = 'delete' AND e.name = k.name AND e.verb = 'delete' AND e.response_rv IS NULL
-		                AND e.response_uid = k.uid AND k.uid <> '')
-		            OR (k.op = 'delete' AND e.name = '' AND e.verb = 'deletecollection' AND k.uid = ANY (e.deleted_uids)))
-		        ORDER BY e.request_at, e.audit_id
-		        LIMIT 1) e`, s.schema),
-		s.cluster, b.Resource.Group, b.Resource.Resource, ns, names, uids, rvs, ops, inferred)
+		  FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::int[], $9::text[], $10::bool[])
+		       WITH ORDINALITY AS k(namespace, name, uid, rv, epoch, op, inferred, i)
+		 CROSS JOIN LATERAL %s.exact_actor($1, $2, $3, k.namespace, k.name, k.uid, k.rv, k.epoch, k.op, k.inferred) e`, s.schema),
+		s.cluster, b.Resource.Group, b.Resource.Resource, ns, names, uids, rvs, epochs, ops, inferred)
 	if err != nil {
 		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
 	}
-	out := make([]*Actor, n)
+	out := make([]*change.Actor, n)
 	for rows.Next() {
 		var i int64
-		a := &Actor{Match: "exact"}
+		a := &change.Actor{Match: change.MatchExact}
 		if err := rows.Scan(&i, &a.Username, &a.Impersonator, &a.UserAgent, &a.AuditID, &a.Verb, &a.Subresource); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
@@ -103,7 +104,7 @@ func (r *Reader) AsOf(ctx context.Context, q AsOfQuery) ([]AsOfObject, error) {
 }
 
 // JoinStats is AuditStore.JoinStats for the reader's cluster, in the reader's schema.
-func (r *Reader) JoinStats(ctx context.Context, since time.Time) (JoinStats, error) {
+func (r *Reader) JoinStats(ctx context.Context, since time.Time) (audit.JoinStats, error) {
 	a := &AuditStore{pool: r.s.pool, schema: pgx.Identifier{r.s.opts.Schema}.Sanitize(), cluster: r.s.cluster, password: r.s.password}
 	return a.JoinStats(ctx, since)
 }
