@@ -104,6 +104,20 @@ func rules() []rule {
 			why:    "the sinks' driver bypasses (kafka/produce, postgres/roundtrip) import nothing of the project",
 		},
 		{
+			// The audit inputs' decoder and receiver read the apiserver's events and hand
+			// them to a Store; what stores them, and how, is the caller's.
+			pkgs:   func(p string) bool { return p == "internal/audit" },
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "internal/audit (the decoder, receiver and log reader) imports nothing of the project",
+		},
+		{
+			// The delivery rules reach the audit store (PostgreSQL) through the interfaces
+			// they declare; only the actors topic's record type comes from a sink.
+			pkgs:   under("internal/audit/deliver"),
+			banned: anyOf(own("internal/pipeline"), own("internal/source"), own("internal/sinks/postgres"), own("internal/sinks/stdout")),
+			why:    "internal/audit/deliver knows nothing of the pipeline, the source or the PostgreSQL and stdout sinks",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",
