@@ -13,6 +13,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 )
 
 // auditInputs builds what cfg configures of the audit inputs (the webhook receiver,
@@ -20,7 +21,7 @@ import (
 // what runs them until ctx ends, the receiver bound already. Every replica runs them,
 // leader or standby: the apiserver's webhook reaches whichever one the Service picks, and
 // each stores what it receives.
-func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, _ *postgres.AuditStore, err error) {
+func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (run func(context.Context) error, _ *auditstore.Store, err error) {
 	sc, err := cfg.AuditSink()
 	if err != nil {
 		return nil, nil, err

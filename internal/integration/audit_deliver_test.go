@@ -15,6 +15,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
@@ -22,7 +23,7 @@ import (
 // audit_events and the actors topic on a Kafka-protocol broker.
 
 // auditStore is a migrated database's audit store, and a connection to look into it.
-func auditStore(t *testing.T) (*postgres.AuditStore, *pgx.Conn) {
+func auditStore(t *testing.T) (*auditstore.Store, *pgx.Conn) {
 	t.Helper()
 	dsn := pg.NewDatabase(t)
 	store, err := postgres.NewAuditStore(testCtx(t), cluster, postgres.Options{DSN: dsn, Migrate: true})
@@ -110,14 +111,14 @@ func TestTopicFirstPutsABatchInTheActorsTopicAndPostgreSQLAndNeitherWhenTheBroke
 
 // readsCounted is the audit store with a hook after each ExactActors read.
 type readsCounted struct {
-	*postgres.AuditStore
+	*auditstore.Store
 	mu    sync.Mutex
 	reads int
 	after func(reads int)
 }
 
 func (r *readsCounted) ExactActors(ctx context.Context, b change.Batch) ([]*change.Actor, error) {
-	a, err := r.AuditStore.ExactActors(ctx, b)
+	a, err := r.Store.ExactActors(ctx, b)
 	r.mu.Lock()
 	r.reads++
 	n := r.reads
@@ -130,7 +131,7 @@ func TestLookupWaitsForAnEventStoredAfterItsChangeWasRead(t *testing.T) {
 	ctx := testCtx(t)
 	store, _ := auditStore(t)
 	// The event is stored only once the lookup has read the store and found nothing.
-	late := &readsCounted{AuditStore: store, after: func(reads int) {
+	late := &readsCounted{Store: store, after: func(reads int) {
 		if reads == 1 {
 			if err := store.Store(ctx, []audit.Event{auditEvent("late", 21)}); err != nil {
 				t.Error(err)

@@ -11,11 +11,12 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 )
 
 // actorsDB is a migrated database with an AuditStore and a connection to write changes
 // rows as the sink would (the view reads only what is in the tables).
-func actorsDB(t *testing.T) (*AuditStore, *pgx.Conn) {
+func actorsDB(t *testing.T) (*auditstore.Store, *pgx.Conn) {
 	t.Helper()
 	ctx := testCtx(t)
 	dsn := pg.NewDatabase(t)
@@ -335,7 +336,7 @@ func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
 }
 
 // sinkWithAudit is a sink and an audit store on one fresh database.
-func sinkWithAudit(t *testing.T) (*Sink, *AuditStore, string) {
+func sinkWithAudit(t *testing.T) (*Sink, *auditstore.Store, string) {
 	t.Helper()
 	s, dsn := newSink(t, Options{})
 	store, err := NewAuditStore(testCtx(t), cluster, Options{DSN: dsn})

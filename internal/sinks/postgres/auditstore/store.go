@@ -1,4 +1,4 @@
-package postgres
+package auditstore
 
 import (
 	"context"
@@ -11,31 +11,47 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/pgtext"
 )
 
-// AuditStore keeps the audit events the receiver accepts (internal/audit) in the schema's
-// audit_events table, where the view change_actors joins them to changes (migration
-// 014_actors). It is apart from Sink: every replica stores the events it receives,
-// leader or standby, claiming no writer lock; the audit ID keys a row, so the same event
-// stored twice (the apiserver re-sends a batch it saw no answer to) is stored once.
-type AuditStore struct {
+// Store keeps the audit events in the schema's audit_events table (see the package doc).
+type Store struct {
 	pool     *pgxpool.Pool
-	schema   string
+	schema   string // sanitized
 	cluster  string
-	password string
+	classify func(error) error
 	reader   string // whose audit log positions (ForReader)
+}
+
+// Options say where a Store keeps the events.
+type Options struct {
+	Schema  string // the schema kube-cdc migrated (unquoted: "kube_cdc")
+	Cluster string // the cluster the events are stored and counted as
+	// Classify turns a driver error into the error returned (the PostgreSQL sink's
+	// classification: terminal or retryable, the password scrubbed); nil: unchanged.
+	Classify func(error) error
+}
+
+// New is a Store on pool, a pool to a database whose schema is migrated (the caller
+// migrated it or verified it). Close closes pool.
+func New(pool *pgxpool.Pool, o Options) *Store {
+	c := o.Classify
+	if c == nil {
+		c = func(err error) error { return err }
+	}
+	return &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), cluster: o.Cluster, classify: c}
 }
 
 // ForReader is the store as the reader of audit log files named reader (a replica's
 // identity: the files are on its host) keeps their positions.
-func (s *AuditStore) ForReader(reader string) *AuditStore {
+func (s *Store) ForReader(reader string) *Store {
 	c := *s
 	c.reader = reader
 	return &c
 }
 
 // Position returns how far the reader has stored the audit log file at path.
-func (s *AuditStore) Position(ctx context.Context, path string) (audit.Position, error) {
+func (s *Store) Position(ctx context.Context, path string) (audit.Position, error) {
 	var p audit.Position
 	var ino, off int64
 	err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT inode, "offset" FROM %s.audit_log_positions
@@ -44,14 +60,14 @@ func (s *AuditStore) Position(ctx context.Context, path string) (audit.Position,
 		return p, nil
 	}
 	if err != nil {
-		return p, fmt.Errorf("read the audit log position: %w", classify(err, s.password))
+		return p, fmt.Errorf("read the audit log position: %w", s.classify(err))
 	}
 	return audit.Position{Inode: uint64(ino), Offset: off}, nil
 }
 
 // StoreAt stores events and the position of the audit log file they were read up to, in
 // one transaction.
-func (s *AuditStore) StoreAt(ctx context.Context, events []audit.Event, path string, pos audit.Position) error {
+func (s *Store) StoreAt(ctx context.Context, events []audit.Event, path string, pos audit.Position) error {
 	return s.store(ctx, events, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.audit_log_positions (cluster, reader, path, inode, "offset")
 			VALUES ($1, $2, $3, $4, $5)
@@ -61,45 +77,12 @@ func (s *AuditStore) StoreAt(ctx context.Context, events []audit.Event, path str
 	})
 }
 
-// NewAuditStore connects to the database of opts (a PostgreSQL sink's options), applying
-// pending migrations first when opts.Migrate is set, and stores events as cluster's.
-func NewAuditStore(ctx context.Context, cluster string, opts Options) (*AuditStore, error) {
-	opts = opts.withDefaults()
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("audit store: %w", classify(err, ""))
-	}
-	password := cfg.ConnConfig.Password
-	if opts.Migrate {
-		if _, err := Migrate(ctx, opts.DSN, opts.Schema); err != nil {
-			return nil, fmt.Errorf("audit store: %w", err)
-		}
-	}
-	cfg.MaxConns = 2
-	setApplicationName(&cfg.ConnConfig.Config)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("audit store: %w", classify(err, password))
-	}
-	if !opts.Migrate {
-		// Migrate verified the schema; without it, refuse a newer one all the same.
-		if err := verifySchema(ctx, pool, opts.Schema); err != nil && !errors.Is(err, errUnverifiable) {
-			pool.Close()
-			return nil, fmt.Errorf("audit store: %w", classify(err, password))
-		}
-	}
-	return &AuditStore{pool: pool, schema: pgx.Identifier{opts.Schema}.Sanitize(), cluster: cluster, password: password}, nil
-}
-
 // Close closes the connections.
-func (s *AuditStore) Close() { s.pool.Close() }
+func (s *Store) Close() { s.pool.Close() }
 
 // Store makes events durable, all or none, in one transaction; an event stored before
 // (its audit ID) is left as it is.
-func (s *AuditStore) Store(ctx context.Context, events []audit.Event) error {
+func (s *Store) Store(ctx context.Context, events []audit.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -107,7 +90,7 @@ func (s *AuditStore) Store(ctx context.Context, events []audit.Event) error {
 }
 
 // store inserts events and runs also, in one transaction.
-func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(context.Context, pgx.Tx) error) error {
+func (s *Store) store(ctx context.Context, events []audit.Event, also func(context.Context, pgx.Tx) error) error {
 	q := fmt.Sprintf(`INSERT INTO %s.audit_events (audit_id, cluster, verb, api_group, resource, subresource, namespace,
 		name, object_uid, response_rv, response_uid, deleted_uids, username, user_uid, groups, impersonator, user_agent,
 		source_ips, code, request_at, stage_at)
@@ -123,16 +106,16 @@ func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(
 			}
 			var impersonator *string
 			if e.Impersonator != "" {
-				v := pgText(e.Impersonator)
+				v := pgtext.Valid(e.Impersonator)
 				impersonator = &v
 			}
 			// What authenticators and clients say (an OIDC claim, a user agent) may hold a NUL
 			// byte or invalid UTF-8, which text cannot store: one such event would fail its
 			// whole batch, again at every re-send, until the apiserver dropped it.
-			b.Queue(q, pgText(e.AuditID), s.cluster, pgText(e.Verb), pgText(e.Group), pgText(e.Resource),
-				pgText(e.Subresource), pgText(e.Namespace), pgText(e.Name), pgText(e.ObjectUID), rv, pgText(e.ResponseUID),
-				pgTexts(e.DeletedUIDs), pgText(e.Username), pgText(e.UserUID), pgTexts(e.Groups), impersonator,
-				pgText(e.UserAgent), pgTexts(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
+			b.Queue(q, pgtext.Valid(e.AuditID), s.cluster, pgtext.Valid(e.Verb), pgtext.Valid(e.Group), pgtext.Valid(e.Resource),
+				pgtext.Valid(e.Subresource), pgtext.Valid(e.Namespace), pgtext.Valid(e.Name), pgtext.Valid(e.ObjectUID), rv, pgtext.Valid(e.ResponseUID),
+				pgtext.ValidAll(e.DeletedUIDs), pgtext.Valid(e.Username), pgtext.Valid(e.UserUID), pgtext.ValidAll(e.Groups), impersonator,
+				pgtext.Valid(e.UserAgent), pgtext.ValidAll(e.SourceIPs), e.Code, e.RequestReceived, e.StageTimestamp)
 		}
 		if b.Len() > 0 {
 			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
@@ -145,22 +128,13 @@ func (s *AuditStore) store(ctx context.Context, events []audit.Event, also func(
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store %d audit events: %w", len(events), classify(err, s.password))
+		return fmt.Errorf("store %d audit events: %w", len(events), s.classify(err))
 	}
 	return nil
 }
 
-// pgTexts is ss as a PostgreSQL text[] can hold it (pgText of each), never NULL.
-func pgTexts(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = pgText(s)
-	}
-	return out
-}
-
 // JoinStats counts the window since since, for the store's cluster.
-func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (audit.JoinStats, error) {
+func (s *Store) JoinStats(ctx context.Context, since time.Time) (audit.JoinStats, error) {
 	var st audit.JoinStats
 	var last *time.Time
 	err := s.pool.QueryRow(ctx, fmt.Sprintf(`
@@ -179,7 +153,7 @@ func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (audit.Join
 		 WHERE c.cluster = $1 AND c.observed_at >= $2 AND NOT c.snapshot AND NOT c.inferred`, s.schema),
 		s.cluster, since).Scan(&st.Events, &last, &st.Changes, &st.Exact, &st.Nearest, &st.UnmatchedChanges, &st.UnmatchedEvents)
 	if err != nil {
-		return st, fmt.Errorf("count the actor join: %w", classify(err, s.password))
+		return st, fmt.Errorf("count the actor join: %w", s.classify(err))
 	}
 	if last != nil {
 		st.LastReceived = *last
@@ -192,7 +166,7 @@ func (s *AuditStore) JoinStats(ctx context.Context, since time.Time) (audit.Join
 // 018), the exact branch of the view change_actors, so a Kafka or stdout record and the
 // database name the same actor. For the sinks that write the actor as they write a change;
 // the view also joins nearest.
-func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*change.Actor, error) {
+func (s *Store) ExactActors(ctx context.Context, b change.Batch) ([]*change.Actor, error) {
 	n := len(b.Changes)
 	ns, names, uids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	rvs, epochs, inferred := make([]int64, n), make([]int32, n), make([]bool, n)
@@ -207,7 +181,7 @@ func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*change
 		 CROSS JOIN LATERAL %s.exact_actor($1, $2, $3, k.namespace, k.name, k.uid, k.rv, k.epoch, k.op, k.inferred) e`, s.schema),
 		s.cluster, b.Resource.Group, b.Resource.Resource, ns, names, uids, rvs, epochs, ops, inferred)
 	if err != nil {
-		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+		return nil, fmt.Errorf("read the actors: %w", s.classify(err))
 	}
 	out := make([]*change.Actor, n)
 	for rows.Next() {
@@ -215,12 +189,12 @@ func (s *AuditStore) ExactActors(ctx context.Context, b change.Batch) ([]*change
 		a := &change.Actor{Match: change.MatchExact}
 		if err := rows.Scan(&i, &a.Username, &a.Impersonator, &a.UserAgent, &a.AuditID, &a.Verb, &a.Subresource); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+			return nil, fmt.Errorf("read the actors: %w", s.classify(err))
 		}
 		out[i-1] = a
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the actors: %w", classify(err, s.password))
+		return nil, fmt.Errorf("read the actors: %w", s.classify(err))
 	}
 	return out, nil
 }
