@@ -14,7 +14,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 )
 
-// actorsDB is a migrated database with an AuditStore and a connection to write changes
+// actorsDB is a migrated database with an audit store (auditstore.Store) and a connection to write changes
 // rows as the sink would (the view reads only what is in the tables).
 func actorsDB(t *testing.T) (*auditstore.Store, *pgx.Conn) {
 	t.Helper()
