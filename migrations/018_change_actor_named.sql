@@ -5,12 +5,14 @@
 --                 clock (014_actors: epochs.began_after);
 --   exact_actor   the exact rule, which the Kafka and stdout sinks also apply as they
 --                 write a change (the audit store's ExactActors reads this function);
---   delete_event_near  the audited DELETE of a key nearest a moment kube-cdc observed a
---                 delete at, which bounds a uid's lifetime by the apiserver's clock;
---   change_actor  the exact actor, else the nearest (its rules below).
+--   change_actor  the exact actor, else the nearest (its rules below), each branch
+--                 within epoch_window.
 --
 -- Each is a SQL-standard body the planner inlines into its caller's query, so the plan is
--- the one 014_actors's single body had (docs/benchmarks.md, "Who made each change").
+-- the one 014_actors's single body had, node for node (docs/benchmarks.md, "Who made each
+-- change"). A helper called with an argument that is itself a subquery is not inlined
+-- (a Function Scan, run per call): the nearest branch's DELETE lookups, whose bound is
+-- the uid's lifetime read from changes, stay written in place for that reason.
 -- CREATE OR REPLACE keeps change_actor's identity: the view change_actors and history()
 -- call it unchanged.
 
@@ -56,22 +58,6 @@ BEGIN ATOMIC
      LIMIT 1;
 END;
 
--- delete_event_near: the audited DELETE of the key whose completion (stage_at) lies
--- nearest p_at, from a minute before it to a second after (kube-cdc observes a delete
--- after the apiserver answered it); none when no DELETE was audited there.
-CREATE FUNCTION delete_event_near(p_cluster text, p_group text, p_resource text, p_namespace text, p_name text,
-                                  p_at timestamptz)
-RETURNS TABLE (request_at timestamptz, stage_at timestamptz)
-LANGUAGE sql STABLE
-BEGIN ATOMIC
-    SELECT d.request_at, d.stage_at FROM audit_events d
-     WHERE d.cluster = p_cluster AND d.api_group = p_group AND d.resource = p_resource
-       AND d.namespace = p_namespace AND d.name = p_name AND d.verb = 'delete'
-       AND d.stage_at BETWEEN p_at - interval '1 minute' AND p_at + interval '1 second'
-     ORDER BY abs_interval(d.stage_at - p_at)
-     LIMIT 1;
-END;
-
 -- change_actor: as 014_actors describes it (and the view change_actors above it). The
 -- nearest branch: no exact event; the event closest in time (stage_at against
 -- p_observed_at, within a minute) on the same key with a verb that can make such a change,
@@ -93,10 +79,17 @@ BEGIN ATOMIC
                 'nearest'::text, abs_interval(e.stage_at - p_observed_at), e.user_uid, e.groups, e.source_ips,
                 e.request_at, 1
            FROM (SELECT life.*,
-                        (SELECT d.request_at FROM delete_event_near(p_cluster, p_group, p_resource, p_namespace, p_name,
-                                                                    life.prev_delete_at) d) AS prev_delete_request_at,
-                        (SELECT d.stage_at FROM delete_event_near(p_cluster, p_group, p_resource, p_namespace, p_name,
-                                                                  life.next_delete_at) d) AS next_delete_stage_at
+                        -- The DELETEs that made those deletes, by the apiserver's clock.
+                        (SELECT d.request_at FROM audit_events d
+                          WHERE d.cluster = p_cluster AND d.api_group = p_group AND d.resource = p_resource
+                            AND d.namespace = p_namespace AND d.name = p_name AND d.verb = 'delete'
+                            AND d.stage_at BETWEEN life.prev_delete_at - interval '1 minute' AND life.prev_delete_at + interval '1 second'
+                          ORDER BY abs_interval(d.stage_at - life.prev_delete_at) LIMIT 1) AS prev_delete_request_at,
+                        (SELECT d.stage_at FROM audit_events d
+                          WHERE d.cluster = p_cluster AND d.api_group = p_group AND d.resource = p_resource
+                            AND d.namespace = p_namespace AND d.name = p_name AND d.verb = 'delete'
+                            AND d.stage_at BETWEEN life.next_delete_at - interval '1 minute' AND life.next_delete_at + interval '1 second'
+                          ORDER BY abs_interval(d.stage_at - life.next_delete_at) LIMIT 1) AS next_delete_stage_at
                    FROM (SELECT
                           -- The uid's lifetime on the key: after the delete of the uid
                           -- before it, before its own delete (as kube-cdc observed them).
