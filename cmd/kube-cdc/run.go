@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/kube-cdc/kube-cdc/internal/audit/deliver"
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
@@ -160,7 +161,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 			return err
 		}
 		defer store.Close()
-		actors = &actorLookup{store: store, wait: cfg.Audit.Wait}
+		actors = &deliver.Lookup{Store: store, Wait: cfg.Audit.Wait}
 		g.Go(func() error { return receive(gctx) })
 	}
 	stream := func(gctx context.Context) error {

@@ -10,7 +10,9 @@
 // user agent, source IPs), what (verb, objectRef) and, from the response object, its
 // metadata.resourceVersion and uid (for deletecollection, the deleted items' uids).
 // Request and response bodies are read for that and dropped: never stored, never logged,
-// since Secrets travel in them at level RequestResponse.
+// since Secrets travel in them at level RequestResponse. DecodeEvent reads one event (a log
+// line) through the same extraction: the fields are looked up in one place (extractJSON),
+// which the tests hold to k8s.io/apiserver's published types.
 //
 // Receiver is the webhook backend's endpoint: HTTPS on its own address, callers
 // authenticated by a client certificate (of a configured CA) or a bearer token, anything
@@ -26,4 +28,7 @@
 // across rotation (a rename: the renamed file, found by its inode, is read to its end;
 // a truncation: read from the start) and stores each batch of lines together with the
 // position after them (PositionStore), so a restart resumes after the last line stored.
+//
+// This package imports nothing of the project: where the events go (PostgreSQL, the
+// actors topic) and how the sinks wait for them are internal/audit/deliver's rules.
 package audit

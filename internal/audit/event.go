@@ -1,15 +1,13 @@
 package audit
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
 // Event is what the join needs of one audit event that made (or may have made) a change.
@@ -63,37 +61,20 @@ var WriteVerbs = map[string]bool{"create": true, "update": true, "patch": true, 
 // error; a list is read whole or not at all.
 func Decode(r io.Reader) ([]Event, Counts, error) { return decodeList(r) }
 
-// decodeTyped is Decode through k8s.io/apiserver's published types: what decodeList
-// must agree with (TestBothDecodersAgree), and its benchmark's baseline.
-func decodeTyped(r io.Reader) ([]Event, Counts, error) {
-	var list auditv1.EventList
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&list); err != nil {
-		return nil, Counts{}, fmt.Errorf("decode the audit EventList: %w", err)
-	}
-	if list.Kind != "" && list.Kind != "EventList" {
-		return nil, Counts{}, fmt.Errorf("decode the audit EventList: kind %q, want EventList", list.Kind)
-	}
-	var c Counts
-	out := make([]Event, 0, len(list.Items))
-	for i := range list.Items {
-		if e, why := extract(&list.Items[i]); c.count(why) {
-			out = append(out, e)
-		}
-	}
-	return out, c, nil
-}
-
 // DecodeEvent reads one audit.k8s.io/v1 Event (a line of an audit log file) and says
-// whether it is kept, with the counts it adds (one of Counts' fields is 1).
+// whether it is kept, with the counts it adds (one of Counts' fields is 1). Its fields are
+// extracted as Decode extracts a list's items (extractJSON): one definition for both.
 func DecodeEvent(b []byte) (Event, bool, Counts, error) {
-	var a auditv1.Event
-	if err := json.Unmarshal(b, &a); err != nil {
+	if !gjson.ValidBytes(b) {
+		return Event{}, false, Counts{}, errors.New("decode an audit Event: not a JSON value")
+	}
+	e, why, err := extractJSON(gjson.ParseBytes(b))
+	if err != nil {
 		return Event{}, false, Counts{}, fmt.Errorf("decode an audit Event: %w", err)
 	}
-	e, why := extract(&a)
 	var c Counts
-	return e, c.count(why), c, nil
+	// Detached: a kept event holds none of the line (its request and response objects).
+	return e.detached(), c.count(why), c, nil
 }
 
 // count adds one event of verdict why to c and reports whether it is kept.
@@ -127,59 +108,6 @@ const (
 	refused
 	dryRun
 )
-
-func extract(a *auditv1.Event) (Event, verdict) {
-	if a.Stage != auditv1.StageResponseComplete || !WriteVerbs[a.Verb] || a.ObjectRef == nil || a.ObjectRef.Resource == "" || a.AuditID == "" {
-		return Event{}, notWrite
-	}
-	code := int32(0)
-	if a.ResponseStatus != nil {
-		code = a.ResponseStatus.Code
-	}
-	if code < 200 || code > 299 {
-		return Event{}, refused
-	}
-	if isDryRun(a.RequestURI) {
-		return Event{}, dryRun
-	}
-	ref := a.ObjectRef
-	e := Event{
-		AuditID: string(a.AuditID), Verb: a.Verb,
-		Group: ref.APIGroup, Resource: ref.Resource, Subresource: ref.Subresource,
-		Namespace: ref.Namespace, Name: ref.Name, ObjectUID: string(ref.UID),
-		Username: a.User.Username, UserUID: a.User.UID, Groups: a.User.Groups,
-		UserAgent: a.UserAgent, SourceIPs: a.SourceIPs, Code: code,
-		RequestReceived: a.RequestReceivedTimestamp.Time, StageTimestamp: a.StageTimestamp.Time,
-	}
-	if u := a.ImpersonatedUser; u != nil && u.Username != "" {
-		e.Impersonator = e.Username
-		e.Username, e.UserUID, e.Groups = u.Username, u.UID, u.Groups
-	}
-	if a.ResponseObject != nil {
-		// Only metadata is read; the body (a Secret's data) goes no further.
-		resp := a.ResponseObject.Raw
-		switch gjson.GetBytes(resp, "kind").String() {
-		case "Status":
-			e.ResponseUID = gjson.GetBytes(resp, "details.uid").String()
-		default:
-			if strings.HasSuffix(gjson.GetBytes(resp, "kind").String(), "List") {
-				for _, u := range gjson.GetBytes(resp, "items.#.metadata.uid").Array() {
-					e.DeletedUIDs = append(e.DeletedUIDs, u.String())
-				}
-				break
-			}
-			meta := gjson.GetBytes(resp, "metadata")
-			e.ResponseUID = meta.Get("uid").String()
-			if rv, err := strconv.ParseUint(meta.Get("resourceVersion").String(), 10, 64); err == nil {
-				e.ResponseRV = rv
-			}
-			if e.Name == "" { // a create with generateName
-				e.Name = meta.Get("name").String()
-			}
-		}
-	}
-	return e, kept
-}
 
 // isDryRun says whether the request URI asks for a dry run (?dryRun=All): the apiserver
 // answers as if it wrote, and writes nothing.

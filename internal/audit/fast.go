@@ -18,9 +18,10 @@ import (
 // jsontext (encoding/json/v2's syntactic layer) walks the list and cuts out each item; of
 // an item, only the fields the join needs are looked up (gjson), without decoding the
 // rest (the request and response objects, most of a RequestResponse batch's bytes):
-// faster than decoding into the published types (BenchmarkDecode), which DecodeEvent
-// still uses for log lines and which the field names below follow
-// (k8s.io/apiserver/pkg/apis/audit/v1). An error of r (a body over its limit:
+// faster than decoding into the published types (BenchmarkDecode), whose field names the
+// lookups below follow (k8s.io/apiserver/pkg/apis/audit/v1) and which the tests decode
+// with to check them (TestBothDecodersAgree). DecodeEvent reads a log line through the
+// same extractJSON. An error of r (a body over its limit:
 // *http.MaxBytesError) is returned wrapped.
 func decodeList(r io.Reader) ([]Event, Counts, error) {
 	// The apiserver writes no duplicate names; checking for them would only cost time.

@@ -14,7 +14,9 @@
 //     ExampleVersion_Compare, ExampleParseVersion;
 //   - an Event stream is what a source emits, a relist then a watch: ExampleEvent;
 //   - a Presence is what a relist's lookup found under a key the LIST lacked, and its
-//     End the reason of the inferred delete: ExamplePresence_End.
+//     End the reason of the inferred delete: ExamplePresence_End;
+//   - an Actor is who made a change, from the apiserver's audit events: the one type the
+//     audit store, the envelope and `kube-cdc history` pass it in.
 //
 // This package depends on nothing else in the project; sources produce these values and
 // sinks consume them, so it holds only types and the small pure functions on them.

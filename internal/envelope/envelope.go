@@ -46,26 +46,17 @@ func OpCode(c *change.Change) string {
 // c.Object is copied verbatim and must be valid JSON; a nil or empty Object is written as null.
 func Append(dst []byte, c *change.Change) []byte { return AppendWith(dst, c, nil) }
 
-// Actor is who made a change, from the apiserver's audit events, when it is known as the
-// envelope is written: joined exactly (the event's response carried the change's
-// resourceVersion, or a delete's uid).
-type Actor struct {
-	Username     string // the user the write was made as (the impersonated one)
-	Impersonator string // who impersonated Username; "" when nobody did
-	UserAgent    string
-	AuditID      string
-}
-
-// Actors finds the actors of a batch's changes as the envelope is written: one entry per
-// change of b, nil where none is known. It may wait a bounded time for actors still to
+// Actors finds the actors of a batch's changes as the envelope is written, joined
+// exactly (the event's response carried the change's resourceVersion, or a delete's
+// uid): one entry per change of b, nil where none is known. It may wait a bounded time for actors still to
 // come; an error leaves every actor unknown.
 type Actors interface {
-	Actors(ctx context.Context, b change.Batch) ([]*Actor, error)
+	Actors(ctx context.Context, b change.Batch) ([]*change.Actor, error)
 }
 
 // AppendWith is Append with the change's actor in source (user, impersonator, userAgent,
 // auditID) when a is not nil.
-func AppendWith(dst []byte, c *change.Change, a *Actor) []byte {
+func AppendWith(dst []byte, c *change.Change, a *change.Actor) []byte {
 	dst = append(dst, `{"op":"`...)
 	dst = append(dst, OpCode(c)...)
 	dst = append(dst, `","ts_ms":`...)

@@ -179,7 +179,7 @@ func TestAppendWithAnActorWritesItLastInTheSource(t *testing.T) {
 	c := &change.Change{Cluster: "c", Resource: change.Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap"},
 		Key: change.Key{Namespace: "a", Name: "x"}, RV: 5, Op: change.OpUpdate, Object: []byte(`{}`)}
 	plain := string(Append(nil, c))
-	with := string(AppendWith(nil, c, &Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5", AuditID: "id"}))
+	with := string(AppendWith(nil, c, &change.Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5", AuditID: "id"}))
 	want := strings.TrimSuffix(plain, "}}") + `,"user":"dev-a@example.com","userAgent":"kubectl/v1.36.5","auditID":"id"}}`
 	if with != want {
 		t.Errorf("got  %s\nwant %s", with, want)

@@ -28,21 +28,9 @@ type Entry struct {
 	// inferred delete, which carries no object (and changes nothing).
 	Patch []PatchOp `json:"patch"`
 	// Actor is who made the change, from the apiserver's audit events; absent when unknown.
-	Actor *Actor `json:"actor,omitempty"`
+	Actor *change.Actor `json:"actor,omitempty"`
 
 	diff string // the text form's body
-}
-
-// Actor is the user behind a version (postgres.Actor) as -o json prints it.
-type Actor struct {
-	Username     string `json:"username"`
-	Impersonator string `json:"impersonator,omitempty"` // who impersonated username
-	UserAgent    string `json:"userAgent"`
-	Verb         string `json:"verb"`
-	Subresource  string `json:"subresource,omitempty"`
-	AuditID      string `json:"auditID"`
-	Match        string `json:"match"`              // exact or nearest
-	Distance     string `json:"distance,omitempty"` // a nearest match's distance in time ("120ms")
 }
 
 // client is a user agent's first word: "kubectl/v1.36.5" of
@@ -77,8 +65,8 @@ func (v Entry) Header() string {
 		if len(about) > 0 {
 			h += " (" + strings.Join(about, ", ") + ")"
 		}
-		if a.Match != "exact" {
-			h += "  " + a.Match + " ±" + a.Distance
+		if a.Match != change.MatchExact {
+			h += "  " + a.Match + " ±" + a.Distance.Round(time.Millisecond).String()
 		}
 		if v.ChangedBy != "" {
 			h += "  manager " + v.ChangedBy
@@ -109,13 +97,7 @@ func Show(versions []postgres.Version) ([]Entry, error) {
 	for _, v := range versions {
 		sv := Entry{ID: v.ID, ObservedAt: v.ObservedAt.UTC(), Op: v.Op, ResourceVersion: v.RV.String(), UID: v.UID,
 			ChangedBy: v.ChangedBy, Inferred: v.Inferred, Reason: v.Reason, Snapshot: v.Snapshot}
-		if a := v.Actor; a != nil {
-			sv.Actor = &Actor{Username: a.Username, Impersonator: a.Impersonator, UserAgent: a.UserAgent, Verb: a.Verb,
-				Subresource: a.Subresource, AuditID: a.AuditID, Match: a.Match}
-			if a.Match != "exact" {
-				sv.Actor.Distance = a.Distance.Round(time.Millisecond).String()
-			}
-		}
+		sv.Actor = v.Actor
 		if v.Object == nil {
 			sv.diff = fmt.Sprintf("(no object: kube-cdc inferred this delete, reason %s; the last state it saw is the version before)\n", v.Reason)
 			out = append(out, sv)

@@ -69,9 +69,9 @@ func TestAVersionWithAnActorSaysWhoMadeItHowItWasJoinedAndTheFieldManager(t *tes
 	obj := json.RawMessage(`{"metadata":{"name":"web"}}`)
 	shown, err := Show([]postgres.Version{
 		{ID: 1, ObservedAt: at, Op: change.OpCreate, RV: 11, ChangedBy: "kubectl-create/Update", Object: obj,
-			Actor: &postgres.Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5 (linux/amd64) kubernetes/0123abc", Match: "exact", AuditID: "a1", Verb: "create"}},
+			Actor: &change.Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5 (linux/amd64) kubernetes/0123abc", Match: "exact", AuditID: "a1", Verb: "create"}},
 		{ID: 2, ObservedAt: at, Op: change.OpUpdate, RV: 12, Object: obj, Previous: obj,
-			Actor: &postgres.Actor{Username: "system:serviceaccount:ci:deployer", Impersonator: "dev-b@example.com", UserAgent: "deployer/1.0",
+			Actor: &change.Actor{Username: "system:serviceaccount:ci:deployer", Impersonator: "dev-b@example.com", UserAgent: "deployer/1.0",
 				Match: "nearest", Distance: 1234 * time.Millisecond, Verb: "patch"}},
 	})
 	if err != nil {

@@ -38,7 +38,7 @@ func TestAValueWithABidiOverrideIsShownWithMarkersInTheDiffAndTheHeaderButExactI
 	shown, err := Show([]postgres.Version{
 		{ID: 1, ObservedAt: at, Op: change.OpCreate, RV: 1, Object: json.RawMessage(v1)},
 		{ID: 2, ObservedAt: at, Op: change.OpUpdate, RV: 2, Object: json.RawMessage(v2), Previous: json.RawMessage(v1),
-			Actor: &postgres.Actor{Username: "dev", UserAgent: "kubectl\u202E/1", Match: "exact"}},
+			Actor: &change.Actor{Username: "dev", UserAgent: "kubectl\u202E/1", Match: "exact"}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -112,6 +112,32 @@ func rules() []rule {
 			why:    "the sinks' driver bypasses (kafka/produce, postgres/roundtrip) import nothing of the project",
 		},
 		{
+			// The audit inputs' decoder and receiver read the apiserver's events and hand
+			// them to a Store; what stores them, and how, is the caller's.
+			pkgs:   func(p string) bool { return p == "internal/audit" },
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "internal/audit (the decoder, receiver and log reader) imports nothing of the project",
+		},
+		{
+			// The delivery rules reach the audit store (PostgreSQL) through the interfaces
+			// they declare; only the actors topic's record type comes from a sink.
+			pkgs:   under("internal/audit/deliver"),
+			banned: anyOf(own("internal/pipeline"), own("internal/source"), own("internal/sinks/postgres"), own("internal/sinks/stdout")),
+			why:    "internal/audit/deliver knows nothing of the pipeline, the source or the PostgreSQL and stdout sinks",
+		},
+		{
+			// The audit store and the text helper sit below the PostgreSQL sink, which opens
+			// the store (after migrating) and shares pgtext with it.
+			pkgs:   anyOf(under("internal/sinks/postgres/auditstore"), under("internal/sinks/postgres/pgtext")),
+			banned: anyOf(func(d string) bool { return d == module+"internal/sinks/postgres" }, own("internal/pipeline"), own("internal/source")),
+			why:    "the audit store and pgtext import neither the PostgreSQL sink nor the pipeline or the source",
+		},
+		{
+			pkgs:   under("internal/sinks/postgres/pgtext"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "internal/sinks/postgres/pgtext imports nothing of the project",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",

@@ -13,11 +13,11 @@ import (
 // DefaultActorsTopic is the actors topic's default name template ({cluster} expanded).
 const DefaultActorsTopic = "kube.{cluster}.actors"
 
-// Actor is one audit event as the actors topic carries it: who made a write, and the
+// ActorRecord is one audit event as the actors topic carries it: who made a write, and the
 // object and resourceVersion it wrote, so a consumer joins it to the data topics' records
 // by key and resourceVersion (or, for a delete answered with a Status, by uid) whenever
 // either arrives.
-type Actor struct {
+type ActorRecord struct {
 	Group        string    `json:"group"`
 	Resource     string    `json:"resource"`
 	Subresource  string    `json:"subresource,omitempty"`
@@ -35,7 +35,7 @@ type Actor struct {
 	Completed    time.Time `json:"stageTimestamp"`
 }
 
-// ActorsWriter writes Actors to the actors topic of a Kafka sink's brokers (its TLS and
+// ActorsWriter writes ActorRecords to the actors topic of a Kafka sink's brokers (its TLS and
 // SASL), keyed like the data topics ("namespace/name", "name" when cluster-scoped, so a
 // consumer's partitioning of both agrees), acknowledged by all in-sync replicas. The
 // audit receiver writes through it on every replica, before it answers the apiserver.
@@ -77,7 +77,7 @@ func NewActorsWriter(cluster, template string, opts Options) (*ActorsWriter, err
 func (a *ActorsWriter) Topic() string { return a.topic }
 
 // Write writes actors and returns once the brokers acknowledged every one.
-func (a *ActorsWriter) Write(ctx context.Context, actors []Actor) error {
+func (a *ActorsWriter) Write(ctx context.Context, actors []ActorRecord) error {
 	if len(actors) == 0 {
 		return nil
 	}

@@ -84,7 +84,7 @@ const envelopeOverhead = 384
 // second record with the same key and a null value so compaction can drop the key.
 //
 // a, when not nil, is who made the change, written into the envelope's source.
-func appendMessages(dst []kafka.Message, topic string, c *change.Change, a *envelope.Actor) []kafka.Message {
+func appendMessages(dst []kafka.Message, topic string, c *change.Change, a *change.Actor) []kafka.Message {
 	key := []byte(c.Key.String())
 	op := envelope.OpCode(c)
 	headers := []kafka.Header{

@@ -184,7 +184,7 @@ func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 			// The actors are looked up once, when the batch is first written (the lookup
 			// may wait for them, audit.wait): a re-emit after a restart may carry an
 			// actor the first emit did not.
-			var actors []*envelope.Actor
+			var actors []*change.Actor
 			if s.actors != nil {
 				actors, _ = s.actors.Actors(ctx, b)
 			}
@@ -250,12 +250,12 @@ const intentAlongside = 64
 // carrying it as WriterData, should it be quarantined.
 //
 // actors (nil, or one entry per change, nil where unknown) are who made the changes.
-func encodeBatch(topic string, changes []change.Change, actors []*envelope.Actor) []kafka.Message {
+func encodeBatch(topic string, changes []change.Change, actors []*change.Actor) []kafka.Message {
 	msgs := make([]kafka.Message, 0, len(changes)+len(changes)/8)
 	for i := range changes {
 		c := &changes[i]
 		n := len(msgs)
-		var a *envelope.Actor
+		var a *change.Actor
 		if i < len(actors) {
 			a = actors[i]
 		}

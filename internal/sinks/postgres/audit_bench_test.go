@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kube-cdc/kube-cdc/internal/audit"
 )
 
@@ -22,15 +24,20 @@ func BenchmarkChangeActors(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer store.Close()
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
 	t0 := time.Now().Add(-time.Hour).UTC()
-	if _, err := store.pool.Exec(ctx, `
+	if _, err := db.Exec(ctx, `
 		INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid, resource_version, op, object, observed_at)
 		SELECT $1, '', 'configmaps', 'ns', 'cm-' || (i / 10), 'uid-' || (i / 10), 1000 + i,
 		       CASE WHEN i % 10 = 0 THEN 'create' ELSE 'update' END, '{"metadata":{}}', $2::timestamptz + i * interval '10 ms'
 		  FROM generate_series(0, 99999) i`, cluster, t0); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := store.pool.Exec(ctx, `
+	if _, err := db.Exec(ctx, `
 		INSERT INTO kube_cdc.audit_events (audit_id, cluster, verb, api_group, resource, namespace, name, response_rv,
 		       response_uid, username, code, request_at, stage_at)
 		SELECT 'a-' || i, $1, CASE WHEN i % 10 = 0 THEN 'create' ELSE 'update' END, '', 'configmaps', 'ns', 'cm-' || (i / 10),
@@ -39,17 +46,17 @@ func BenchmarkChangeActors(b *testing.B) {
 		  FROM generate_series(0, 99999) i`, cluster, t0); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := store.pool.Exec(ctx, `INSERT INTO kube_cdc.checkpoints (cluster, sink, api_group, resource, resource_version)
+	if _, err := db.Exec(ctx, `INSERT INTO kube_cdc.checkpoints (cluster, sink, api_group, resource, resource_version)
 		VALUES ($1, 'warehouse', '', 'configmaps', 101000)`, cluster); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := store.pool.Exec(ctx, `ANALYZE kube_cdc.changes; ANALYZE kube_cdc.audit_events`); err != nil {
+	if _, err := db.Exec(ctx, `ANALYZE kube_cdc.changes; ANALYZE kube_cdc.audit_events`); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("history of one object (10 versions)", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			var n int
-			if err := store.pool.QueryRow(ctx, `SELECT count(username) FROM kube_cdc.history('configmaps', 'ns', $1)`,
+			if err := db.QueryRow(ctx, `SELECT count(username) FROM kube_cdc.history('configmaps', 'ns', $1)`,
 				fmt.Sprintf("cm-%d", i%10000)).Scan(&n); err != nil || n != 10 {
 				b.Fatalf("%d actors, %v", n, err)
 			}
@@ -59,7 +66,7 @@ func BenchmarkChangeActors(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			var n int
 			lo := int64(i%99) * 1000
-			if err := store.pool.QueryRow(ctx, `SELECT count(a.username) FROM kube_cdc.changes c
+			if err := db.QueryRow(ctx, `SELECT count(a.username) FROM kube_cdc.changes c
 				JOIN kube_cdc.change_actors a ON a.change_id = c.id WHERE c.id > $1 AND c.id <= $1 + 1000`, lo).Scan(&n); err != nil || n != 1000 {
 				b.Fatalf("%d actors, %v", n, err)
 			}

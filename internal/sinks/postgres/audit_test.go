@@ -11,11 +11,12 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 )
 
-// actorsDB is a migrated database with an AuditStore and a connection to write changes
+// actorsDB is a migrated database with an audit store (auditstore.Store) and a connection to write changes
 // rows as the sink would (the view reads only what is in the tables).
-func actorsDB(t *testing.T) (*AuditStore, *pgx.Conn) {
+func actorsDB(t *testing.T) (*auditstore.Store, *pgx.Conn) {
 	t.Helper()
 	ctx := testCtx(t)
 	dsn := pg.NewDatabase(t)
@@ -335,7 +336,7 @@ func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
 }
 
 // sinkWithAudit is a sink and an audit store on one fresh database.
-func sinkWithAudit(t *testing.T) (*Sink, *AuditStore, string) {
+func sinkWithAudit(t *testing.T) (*Sink, *auditstore.Store, string) {
 	t.Helper()
 	s, dsn := newSink(t, Options{})
 	store, err := NewAuditStore(testCtx(t), cluster, Options{DSN: dsn})
@@ -504,4 +505,63 @@ func TestHistoryReadsEachVersionsActorIncludingADeletecollections(t *testing.T) 
 			t.Errorf("%s: history %q, want %q", name, got, want)
 		}
 	}
+}
+
+// The Kafka and stdout sinks name a change's actor through ExactActors as they write it;
+// the database through the view change_actors. Both read the one exact rule (the SQL
+// function exact_actor), so they name the same actor, within the change's epoch too: an
+// event of the old history that answered the same RV is not the new change's actor.
+func TestExactActorsNamesWhatTheViewJoinsExactlyWithinTheEpoch(t *testing.T) {
+	ctx := testCtx(t)
+	store, conn := actorsDB(t)
+	t0 := time.Now().Add(-10 * time.Minute).UTC()
+	ids := insertChanges(t, conn,
+		row{name: "a", uid: "ua", rv: 10, op: "create", at: t0},
+		row{name: "b", uid: "ub", rv: 11, op: "update", at: t0},
+		row{name: "d", uid: "ud", rv: 12, op: "delete", at: t0})
+	// A time travel found two minutes after t0; the new history's change of c at RV 10 again.
+	if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.epochs (cluster, sink, api_group, resource, scope, epoch, reason,
+		checkpoint_rv, list_rv, detected_at) VALUES ($1, 'warehouse', '', 'configmaps', '', 1, 'list-below-checkpoint', 12, 9, $2)`,
+		cluster, t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var travelled int64
+	if err := conn.QueryRow(ctx, `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid,
+		resource_version, op, object, observed_at, epoch) VALUES ($1, '', 'configmaps', 'ns', 'a', 'ua2', 10, 'update', '{"metadata":{}}', $2, 1)
+		RETURNING id`, cluster, t0.Add(3*time.Minute)).Scan(&travelled); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, travelled)
+	if err := store.Store(ctx, []audit.Event{
+		withRV(ev("e-a", "create", "a", "dev-a", t0.Add(-time.Millisecond)), 10, "ua"),
+		withRV(ev("e-b", "update", "b", "dev-b", t0.Add(-time.Millisecond)), 11, "ub"),
+		withRV(ev("e-d", "delete", "d", "dev-d", t0.Add(-time.Millisecond)), 0, "ud"), // a Status naming the uid
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := change.Batch{Resource: change.Resource{Resource: "configmaps", Version: "v1", Kind: "ConfigMap"}, Changes: []change.Change{
+		{Key: change.Key{Namespace: "ns", Name: "a"}, UID: "ua", RV: 10, Op: change.OpCreate},
+		{Key: change.Key{Namespace: "ns", Name: "b"}, UID: "ub", RV: 11, Op: change.OpUpdate},
+		{Key: change.Key{Namespace: "ns", Name: "d"}, UID: "ud", RV: 12, Op: change.OpDelete},
+		{Key: change.Key{Namespace: "ns", Name: "a"}, UID: "ua2", RV: 10, Op: change.OpUpdate, Epoch: 1},
+	}}
+	found, err := store.ExactActors(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := actorsOf(t, conn, ids)
+	for i := range b.Changes {
+		var got string
+		if a := found[i]; a != nil {
+			got = a.Username + " " + a.Match
+		}
+		want := ""
+		if view[i].match == change.MatchExact {
+			want = view[i].username + " " + view[i].match
+		}
+		if got != want {
+			t.Errorf("change %d: ExactActors names %q, the view joins %q exactly", i+1, got, want)
+		}
+	}
+	check(t, "the view", view, "dev-a exact", "dev-b exact", "dev-d exact", "")
 }

@@ -79,4 +79,8 @@
 // (has_*_privilege; it changes nothing) whether the role may do what run will do. Options.Validate (validate.go) is the config layer's check of the
 // sinks[].postgres keys. No message shows the DSN's password: ScrubPassword is the one
 // scrubber, for the sink's errors, Check's and Validate's.
+//
+// NewAuditStore opens the audit store (internal/sinks/postgres/auditstore) on the sink's
+// database, migrating or verifying the schema first as New does; the store is a package
+// of its own and imports nothing of the sink.
 package postgres

@@ -35,19 +35,7 @@ type Version struct {
 	Previous json.RawMessage
 	// Actor is who made the change, from the apiserver's audit events (the view
 	// change_actors); nil when unknown, or when the schema predates 014_actors.
-	Actor *Actor
-}
-
-// Actor is the user behind a change, as the view change_actors joins it.
-type Actor struct {
-	Username     string
-	Impersonator string // who impersonated Username; "" when nobody did
-	UserAgent    string
-	Verb         string
-	Subresource  string
-	AuditID      string
-	Match        string        // "exact" or "nearest"
-	Distance     time.Duration // a nearest match's distance in time; 0 when exact
+	Actor *change.Actor
 }
 
 // HistoryQuery names one object and how far back to read.
@@ -99,7 +87,7 @@ func (s *Sink) History(ctx context.Context, q HistoryQuery) ([]Version, error) {
 				&v.Object, &v.Previous, &user, &impersonator, &agent, &verb, &sub, &auditID, &match, &distance)
 			v.Op = change.Op(op)
 			if user != nil {
-				v.Actor = &Actor{Username: *user, Impersonator: deref(impersonator), UserAgent: deref(agent), Verb: deref(verb),
+				v.Actor = &change.Actor{Username: *user, Impersonator: deref(impersonator), UserAgent: deref(agent), Verb: deref(verb),
 					Subresource: deref(sub), AuditID: deref(auditID), Match: deref(match)}
 				if distance != nil {
 					v.Actor.Distance = time.Duration(*distance * float64(time.Second))

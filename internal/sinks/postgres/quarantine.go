@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/pgtext"
 )
 
 // Metrics is the sink's optional metrics hook, for what only the sink sees;
@@ -188,19 +188,11 @@ func quarantineArgs(cluster string, res change.Resource, q *quarantined) []any {
 		reason += "; the delete was stored without its last state"
 	}
 	return []any{
-		pgText(cluster), pgText(res.Group), pgText(res.Version), pgText(res.Resource), pgText(res.Kind),
-		pgText(c.Key.Namespace), pgText(c.Key.Name), pgText(c.UID), c.RV, pgText(string(c.Op)),
-		c.Inferred, c.Snapshot, pgText(c.ChangedBy), observedAt(c), pgText(reason), pgText(q.sqlstate),
+		pgtext.Valid(cluster), pgtext.Valid(res.Group), pgtext.Valid(res.Version), pgtext.Valid(res.Resource), pgtext.Valid(res.Kind),
+		pgtext.Valid(c.Key.Namespace), pgtext.Valid(c.Key.Name), pgtext.Valid(c.UID), c.RV, pgtext.Valid(string(c.Op)),
+		c.Inferred, c.Snapshot, pgtext.Valid(c.ChangedBy), observedAt(c), pgtext.Valid(reason), pgtext.Valid(q.sqlstate),
 		raw, resolvedRV, c.Epoch,
 	}
-}
-
-// pgText is s as PostgreSQL text can hold it: NUL bytes and invalid UTF-8 replaced by U+FFFD.
-func pgText(s string) string {
-	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // reportQuarantined logs each change this Write newly quarantined at warn, naming it,

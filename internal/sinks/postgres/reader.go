@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 )
 
 // Reader reads a sink's tables for the commands that only read them (status, history,
@@ -102,8 +103,9 @@ func (r *Reader) AsOf(ctx context.Context, q AsOfQuery) ([]AsOfObject, error) {
 	return r.s.AsOf(ctx, q)
 }
 
-// JoinStats is AuditStore.JoinStats for the reader's cluster, in the reader's schema.
-func (r *Reader) JoinStats(ctx context.Context, since time.Time) (JoinStats, error) {
-	a := &AuditStore{pool: r.s.pool, schema: pgx.Identifier{r.s.opts.Schema}.Sanitize(), cluster: r.s.cluster, password: r.s.password}
+// JoinStats is the audit store's JoinStats for the reader's cluster, in the reader's schema.
+func (r *Reader) JoinStats(ctx context.Context, since time.Time) (audit.JoinStats, error) {
+	a := auditstore.New(r.s.pool, auditstore.Options{Schema: r.s.opts.Schema, Cluster: r.s.cluster,
+		Classify: func(err error) error { return classify(err, r.s.password) }})
 	return a.JoinStats(ctx, since)
 }

@@ -106,9 +106,9 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error { return s.Prepa
 // a second time; after a failed print it prints them again (at least once).
 func (s *Sink) Prepare(b change.Batch) func(ctx context.Context) error {
 	var buf []byte
-	encode := func(actors []*envelope.Actor) {
+	encode := func(actors []*change.Actor) {
 		for i := range b.Changes {
-			var a *envelope.Actor
+			var a *change.Actor
 			if i < len(actors) {
 				a = actors[i]
 			}
