@@ -248,3 +248,50 @@ func TestInABrowserTheFaviconIsServedAndTheErrorPageKeepsTheHeader(t *testing.T)
 		}
 	}
 }
+
+func TestInABrowserTheObjectPageCollapsesOldVersionsAndLinksBackToTheSameRange(t *testing.T) {
+	browser := chromium(t)
+	ns := namespace(t, "ui-versions")
+	cms := kube.Clientset().CoreV1().ConfigMaps(ns)
+	cm, err := cms.Create(testCtx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "busy"}, Data: map[string]string{"n": "0"}},
+		metav1.CreateOptions{FieldManager: "busy-writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 7; i++ { // 7 versions
+		cm.Data["n"] = strings.Repeat("i", i)
+		if cm, err = cms.Update(testCtx(t), cm, metav1.UpdateOptions{FieldManager: "busy-writer"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorded(t, "configmaps", ns, cm.Name, cm.ResourceVersion)
+	srv := newServer(t, nil)
+	ctx := tab(t, browser)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?range=6h&tz=Europe/Berlin&ns="+ns), chromedp.WaitVisible(chromedp.CSS("#feed")),
+		chromedp.Click(`//table[@id="feed"]//a[text()="busy"]`, chromedp.NodeVisible), chromedp.WaitVisible(chromedp.CSS("article.version"))); err != nil {
+		t.Fatal(err)
+	}
+	visible := `Array.from(document.querySelectorAll('article.version')).filter(a => a.checkVisibility()).length`
+	if n := run(t, ctx, "the versions shown", chromedp.Evaluate[int](visible)); n != 5 {
+		t.Errorf("the object page shows %d of busy's 7 versions before show all, want the newest 5", n)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#older-versions summary"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := run(t, ctx, "the versions shown", chromedp.Evaluate[int](visible)); n != 7 {
+		t.Errorf("after show all the page shows %d versions, want 7", n)
+	}
+	hint := run(t, ctx, "the field manager's hint", chromedp.AttributeValue(chromedp.CSS("article.version .by"), "title"))
+	if by := run(t, ctx, "changed by", chromedp.Text(chromedp.CSS("article.version .by"))); !strings.Contains(by, "busy-writer") || !strings.Contains(by, "field manager") || !strings.Contains(hint.Value, "managedFields") || !strings.Contains(hint.Value, "not the authenticated user") {
+		t.Errorf("a version reads %q with the hint %q: want busy-writer marked as the field manager, the hint saying what that is", by, hint.Value)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`main p a[href^="/?"]`)), chromedp.WaitVisible(chromedp.CSS("#feed"))); err != nil {
+		t.Fatal(err)
+	}
+	if cur := run(t, ctx, "the range", chromedp.Text(chromedp.CSS("section.range a.current"))); cur != "6h" {
+		t.Errorf("the object's timeline link led to the range %q, want the 6h the feed showed", cur)
+	}
+	if zone := run(t, ctx, "the zone", chromedp.Text(chromedp.CSS("#tz-name"))); zone != "Europe/Berlin" {
+		t.Errorf("the object's timeline link shows times in %q, want the Europe/Berlin the feed showed", zone)
+	}
+}
