@@ -275,6 +275,9 @@ func TestInABrowserTheObjectPageCollapsesOldVersionsAndLinksBackToTheSameRange(t
 	if n := run(t, ctx, "the versions shown", chromedp.Evaluate[int](visible)); n != 5 {
 		t.Errorf("the object page shows %d of busy's 7 versions before show all, want the newest 5", n)
 	}
+	if !run(t, ctx, "show all", chromedp.Evaluate[bool](`document.querySelector('#older-versions summary') !== null`)) {
+		t.Fatal("the object page of busy's 7 versions has no show all")
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#older-versions summary"))); err != nil {
 		t.Fatal(err)
 	}
