@@ -51,9 +51,9 @@ func TestInABrowserAResourceKeepsItsColourAcrossRangesAndTheChartCountsInWholeNu
 	// Ranked by count, configmaps would be the second resource here (secrets are fewer and
 	// drawn first) and the only one in the second view.
 	both := colours("/?range=1h&ns=" + w.ns)
-	alone := colours("/?range=15m&resource=configmaps")
+	alone := colours("/?range=6h&resource=configmaps")
 	if both["configmaps"] == "" || both["configmaps"] != alone["configmaps"] {
-		t.Errorf("configmaps are drawn in %q over an hour of %s and in %q over 15 minutes alone: want one colour", both["configmaps"], w.ns, alone["configmaps"])
+		t.Errorf("configmaps are drawn in %q over an hour of %s and in %q over 6 hours alone: want one colour", both["configmaps"], w.ns, alone["configmaps"])
 	}
 	if both["secrets"] == both["configmaps"] {
 		t.Errorf("secrets and configmaps share the colour %s", both["secrets"])

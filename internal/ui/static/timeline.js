@@ -61,7 +61,7 @@ function draw(c) {
   });
   var order = c.series.map(function (_, i) { return i; }).reverse();
   var bars = uPlot.paths && uPlot.paths.bars ? uPlot.paths.bars({ size: [0.9, 40] }) : undefined;
-  var x = { value: function (u, v) { return v == null ? "" : fmtFull(inZone(v)) + " " + tz; } };
+  var x = { label: "time (" + tz + ")", value: function (u, v) { return v == null ? "" : fmtFull(inZone(v)) + " " + tz; } };
   var series = [x].concat(order.map(function (i) {
     var s = c.series[i];
     var color = opColors[s.kind] || colorOf(s.label);
