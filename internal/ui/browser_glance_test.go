@@ -198,7 +198,7 @@ func TestInABrowserAsOf15mShowsTheObjectAsItWas15MinutesAgo(t *testing.T) {
 	rv2 := cm.ResourceVersion
 	recorded(t, "configmaps", ns, cm.Name, rv2)
 	var t1, t2 time.Time
-	if err := pool.QueryRow(testCtx(t), `SELECT min(observed_at), max(observed_at) FROM kube_cdc.changes WHERE cluster = $1 AND namespace = $2`, cluster, ns).Scan(&t1, &t2); err != nil {
+	if err := pool.QueryRow(testCtx(t), `SELECT min(observed_at), max(observed_at) FROM kube_cdc.changes WHERE cluster = $1 AND namespace = $2 AND name = $3`, cluster, ns, cm.Name).Scan(&t1, &t2); err != nil {
 		t.Fatal(err)
 	}
 	// The UI's clock stands 15 minutes after a moment between the two versions.
