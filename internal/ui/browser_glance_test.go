@@ -221,6 +221,18 @@ func TestInABrowserAsOf15mShowsTheObjectAsItWas15MinutesAgo(t *testing.T) {
 	if rv != rv1 || parsed != then.Format(time.RFC3339Nano) || count != "1 object" {
 		t.Errorf("at=15m shows rv %q as of %s (%q), want the first version (rv %s) as of %s", rv, parsed, count, rv1, then.Format(time.RFC3339Nano))
 	}
+	// The name links the version shown then, on the object's page.
+	var id1 string
+	if err := pool.QueryRow(testCtx(t), `SELECT id::text FROM kube_cdc.changes WHERE cluster = $1 AND namespace = $2 AND name = $3 AND resource_version = $4::bigint`,
+		cluster, ns, cm.Name, rv1).Scan(&id1); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#asof tbody a")), chromedp.WaitVisible(chromedp.CSS("article.version"))); err != nil {
+		t.Fatal(err)
+	}
+	if target := run(t, ctx, "the linked version", chromedp.Evaluate[string](`(a => a && a.checkVisibility() ? a.id : "none").call(null, document.querySelector(':target'))`)); target != "v"+id1 {
+		t.Errorf("the name as of 15m ago links the version %q, want v%s (rv %s)", target, id1, rv1)
+	}
 	rv, parsed, _, input := read("/asof?resource=configmaps&ns=" + ns)
 	if rv != rv2 || input != "now" || parsed != then.Add(15*time.Minute).Format(time.RFC3339Nano) {
 		t.Errorf("without at the page shows rv %q as of %s with at %q, want now: rv %s", rv, parsed, input, rv2)
@@ -267,7 +279,8 @@ func TestInABrowserTheObjectPageCollapsesOldVersionsAndLinksBackToTheSameRange(t
 	recorded(t, "configmaps", ns, cm.Name, cm.ResourceVersion)
 	srv := newServer(t, nil)
 	ctx := tab(t, browser)
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?range=6h&tz=Europe/Berlin&ns="+ns), chromedp.WaitVisible(chromedp.CSS("#feed")),
+	// The click waits for the chart: drawn, its legend moves the feed down.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/?range=6h&tz=Europe/Berlin&ns="+ns), chromedp.WaitVisible(chromedp.CSS("#feed")), chartDrawn,
 		chromedp.Click(`//table[@id="feed"]//a[text()="busy"]`, chromedp.NodeVisible), chromedp.WaitVisible(chromedp.CSS("article.version"))); err != nil {
 		t.Fatal(err)
 	}
@@ -296,5 +309,16 @@ func TestInABrowserTheObjectPageCollapsesOldVersionsAndLinksBackToTheSameRange(t
 	}
 	if zone := run(t, ctx, "the zone", chromedp.Text(chromedp.CSS("#tz-name"))); zone != "Europe/Berlin" {
 		t.Errorf("the object's timeline link shows times in %q, want the Europe/Berlin the feed showed", zone)
+	}
+	// A link to an old version (the as-of page's) opens it where it is collapsed.
+	var oldest string
+	if err := pool.QueryRow(testCtx(t), `SELECT min(id)::text FROM kube_cdc.changes WHERE cluster = $1 AND namespace = $2 AND name = 'busy'`, cluster, ns).Scan(&oldest); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/object?resource=configmaps&ns="+ns+"&name=busy#v"+oldest), chromedp.WaitVisible(chromedp.CSS("article.version"))); err != nil {
+		t.Fatal(err)
+	}
+	if target := run(t, ctx, "the linked version", chromedp.Evaluate[string](`(a => a && a.checkVisibility() ? a.id : "none").call(null, document.querySelector(':target'))`)); target != "v"+oldest {
+		t.Errorf("a link to busy's first version shows %q, want v%s opened", target, oldest)
 	}
 }

@@ -27,7 +27,8 @@
 //     relation view `owners` exists.
 //   - /asof a namespace's objects of a resource at a moment, when as_of() exists; at is
 //     read by internal/moment as `kube-cdc as-of` reads its TIME (now, the default;
-//     15m; RFC 3339), and the page shows the moment read and the row count.
+//     15m; RFC 3339), and the page shows the moment read and the row count; a name links
+//     the version shown then (/object…#vID, which the browser opens if collapsed).
 //   - /status what `kube-cdc status` shows, from the callback Options.Status.
 //
 // Later migrations add the as-of function (as_of), the relation views (owners) and the

@@ -282,7 +282,7 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rows.Close()
-	nsCol, nameCol := -1, -1
+	nsCol, nameCol, changeCol := -1, -1, -1
 	for i, fd := range rows.FieldDescriptions() {
 		ap.Columns = append(ap.Columns, fd.Name)
 		switch fd.Name {
@@ -290,6 +290,8 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 			nsCol = i
 		case "name":
 			nameCol = i
+		case "change_id":
+			changeCol = i
 		}
 	}
 	group, resource := parseResource(ap.Resource)
@@ -316,6 +318,10 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 				namespace = cells[nsCol].Text
 			}
 			cells[nameCol].URL = objectURL(p.Cluster, group, resource, namespace, cells[nameCol].Text)
+			if changeCol >= 0 && cells[changeCol].Text != "" {
+				// The version shown at that moment, on the object's page (its article's id).
+				cells[nameCol].URL += "#v" + cells[changeCol].Text
+			}
 		}
 		ap.Rows = append(ap.Rows, cells)
 	}
