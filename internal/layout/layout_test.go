@@ -138,6 +138,13 @@ func rules() []rule {
 			why:    "internal/sinks/postgres/pgtext imports nothing of the project",
 		},
 		{
+			// The moment a person types (now, RFC 3339, 15m back), read alike by the CLI
+			// and the UI without either importing the other's layers.
+			pkgs:   under("internal/moment"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "internal/moment imports nothing of the project",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +42,48 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// The package's browser tests share one headless Chromium (started by the first, closed
+// by TestMain), each in a tab of its own.
+var sharedBrowser struct {
+	sync.Mutex
+	ctx    context.Context // the browser's; a tab is a chromedp context derived from it
+	cancel func()
+}
+
+// tab opens a tab of the shared browser, closed when the test ends; its actions fail
+// after 2 minutes.
+func tab(t *testing.T, browser string) context.Context {
+	t.Helper()
+	sharedBrowser.Lock()
+	defer sharedBrowser.Unlock()
+	if sharedBrowser.ctx == nil {
+		opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
+			chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1400, 900))
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelBrowser := chromedp.NewContext(actx)
+		if err := chromedp.Do(bctx); err != nil { // starts the browser, which lives as long as bctx
+			cancelBrowser()
+			cancelAlloc()
+			t.Fatalf("start %s: %v", browser, err)
+		}
+		sharedBrowser.ctx, sharedBrowser.cancel = bctx, func() { cancelBrowser(); cancelAlloc() }
+	}
+	tctx, cancelTab := chromedp.NewContext(sharedBrowser.ctx)
+	ctx, cancel := context.WithTimeout(tctx, 2*time.Minute)
+	t.Cleanup(func() { cancel(); cancelTab() })
+	return ctx
+}
+
+// closeBrowser stops the shared browser, if a test started it.
+func closeBrowser() {
+	sharedBrowser.Lock()
+	defer sharedBrowser.Unlock()
+	if sharedBrowser.cancel != nil {
+		sharedBrowser.cancel()
+		sharedBrowser.ctx, sharedBrowser.cancel = nil, nil
+	}
+}
+
 // rowTexts is a JavaScript expression: the feed's cells in column col, one per row.
 func rowTexts(col int) string {
 	return `Array.from(document.querySelectorAll('#feed tbody tr[data-id]')).map(tr => tr.cells[` + string(rune('0'+col)) + `].textContent.trim())`
@@ -66,23 +109,14 @@ func TestInABrowserTheTimelineFiltersObjectsOwnersAndSharedLinksWork(t *testing.
 		}
 	}
 
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
-		chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 860))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser, which lives as long as bctx
-		t.Fatalf("start %s: %v", browser, err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
+	ctx := tab(t, browser)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	do("size the window as the screenshots were taken", chromedp.EmulateViewport(1280, 860))
 	strs := func(what, expr string) []string {
 		t.Helper()
 		return run(t, ctx, what, chromedp.Evaluate[[]string](expr))

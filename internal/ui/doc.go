@@ -3,7 +3,11 @@
 // html/template, their templates and assets embedded with go:embed, so the binary needs
 // nothing else and nothing is fetched from elsewhere.
 //
-// Pages (every filter and range lives in the URL, so a link reproduces the view):
+// Pages (every filter and range lives in the URL, so a link reproduces the view). Times
+// are shown in UTC, or in the IANA zone the tz parameter names (the timeline's "local"
+// link names the browser's), 24-hour and with the zone's name; an invalid tz is a 400 on
+// the timeline. Every page, the error page too, has the same header (the cluster, the
+// links) and the embedded favicon.
 //   - / the timeline: changes per minute, hour or day in the range, stacked by resource,
 //     deletes and inferred deletes apart; below it the feed of that range, newest first
 //     (observed_at DESC, id DESC), keyset paginated (before=ID&before_at=TIME, the last
@@ -12,12 +16,19 @@
 //     user. The chart's counts come from /chart.json (the same parameters), which the
 //     page fetches, so the feed never waits for a long range's counts. The chart is drawn by uPlot (static/uPlot.*, built by `make ui-assets` from
 //     web/package-lock.json) and static/timeline.js; without JavaScript the feed, the
-//     range presets and the filters still work.
-//   - /object every version of one object: when, op, RV, field manager, user (actors),
+//     range presets and the filters still work. A resource's colour is a hash of its name
+//     into a fixed palette (the same in every range); deletes and inferred deletes have
+//     their own.
+//   - /object every version of one object (the newest 5, the rest under a <details> "show
+//     all"; its timeline link keeps the range and tz it was opened with): when, op, RV,
+//     field manager (marked as such, with a hint that it is not the user), user (actors),
 //     reason of an inferred delete, epoch, and the diff against the version before, the
 //     same as `kube-cdc history` (internal/history); owners and children when the
 //     relation view `owners` exists.
-//   - /asof a namespace's objects of a resource at a moment, when as_of() exists.
+//   - /asof a namespace's objects of a resource at a moment, when as_of() exists; at is
+//     read by internal/moment as `kube-cdc as-of` reads its TIME (now, the default;
+//     15m; RFC 3339), and the page shows the moment read and the row count; a name links
+//     the version shown then (/object…#vID, which the browser opens if collapsed).
 //   - /status what `kube-cdc status` shows, from the callback Options.Status.
 //
 // Later migrations add the as-of function (as_of), the relation views (owners) and the

@@ -129,6 +129,7 @@ ui:
 		}
 		time.Sleep(100 * time.Millisecond) // the poll interval
 	}
+	defer closeBrowser()
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, testenv.Tail(logPath, 40))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/moment"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
@@ -24,6 +25,7 @@ type version struct {
 	EpochMark                 bool // the first version seen in its epoch after one in an earlier epoch
 	User, Impersonator, Match string
 	Lines                     []diffLine
+	Zone                      *time.Location // the page's, for the version's time
 }
 
 type diffLine struct {
@@ -38,9 +40,15 @@ type objectPage struct {
 	page
 	Resource, Namespace, Name string
 	Versions                  []version
-	Owners, Children          []link
-	TimelineURL               string
+	// Recent are the newest versionsShown versions, Older the rest (collapsed under "show
+	// all": an object that changes every minute has thousands).
+	Recent, Older    []version
+	Owners, Children []link
+	TimelineURL      string // the timeline of this object over the range the feed showed
 }
+
+// versionsShown is how many versions the object page shows before "show all".
+const versionsShown = 5
 
 // versionsSQL is postgres.historySQL (what `kube-cdc history` reads) with the epoch and,
 // when actors exist, the user: the same rows and the same previous object, so the page
@@ -190,7 +198,18 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	tl := filter{Namespace: op.Namespace, Resource: op.Resource, Name: op.Name, Range: "30d"}
+	for i := range op.Versions {
+		op.Versions[i].Zone = p.Zone
+	}
+	op.Recent, op.Older = op.Versions[:min(len(op.Versions), versionsShown)], op.Versions[min(len(op.Versions), versionsShown):]
+	// Back to the timeline over the range the feed linked from (its range, from/to and tz
+	// ride on the link); 30 days when the URL names none.
+	tl := filter{Namespace: op.Namespace, Resource: op.Resource, Name: op.Name, Range: "30d", TZ: p.TZ}
+	if q.Get("range") != "" || q.Get("from") != "" || q.Get("to") != "" {
+		if f, err := parseFilter(q, s.o.Now()); err == nil {
+			tl.Range, tl.From, tl.To = f.Range, f.From, f.To
+		}
+	}
 	op.TimelineURL = "/?" + tl.values(p.Cluster, true).Encode()
 	if len(op.Versions) == 0 {
 		w.WriteHeader(http.StatusNotFound)
@@ -204,6 +223,8 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 type asOfPage struct {
 	page
 	At, Resource, Namespace string
+	Parsed                  time.Time // the moment At was read as
+	ParsedText              string    // Parsed in the page's zone
 	Resources               []string
 	Columns                 []string
 	Rows                    [][]cell
@@ -213,7 +234,12 @@ type asOfPage struct {
 
 type cell struct {
 	Text, URL string
+	Title     string // the whole text, for a cell the page cuts to its column's width
 }
+
+// cellTitleFrom is the length from which a cell carries its text as a title too: the page
+// cuts cells to a width (ui.css), and the title shows what was cut.
+const cellTitleFrom = 40
 
 const asOfLimit = 500
 
@@ -224,21 +250,26 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	ap := asOfPage{page: p, At: q.Get("at"), Resource: q.Get("resource"), Namespace: q.Get("ns")}
+	ap := asOfPage{page: p, At: strings.TrimSpace(q.Get("at")), Resource: q.Get("resource"), Namespace: q.Get("ns")}
+	if ap.At == "" {
+		ap.At = "now"
+	}
 	if ap.Resources, err = s.resources(r.Context(), p.Cluster); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	if !p.Features.AsOf || ap.At == "" || ap.Resource == "" {
+	if !p.Features.AsOf || ap.Resource == "" {
 		ap.finish()
 		s.render(w, "asof", ap)
 		return
 	}
-	at, err := time.Parse(time.RFC3339Nano, ap.At)
+	// As `kube-cdc as-of` reads its TIME: now, RFC 3339, or a duration back (15m, 2h).
+	at, err := moment.Parse(ap.At, s.o.Now())
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("at %q: want an RFC 3339 time (2026-01-02T15:04:05Z)", ap.At))
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("at %w", err))
 		return
 	}
+	ap.Parsed, ap.ParsedText = at, when(at, p.Zone)
 	ap.Asked = true
 	var ns *string
 	if ap.Namespace != "" {
@@ -251,7 +282,7 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rows.Close()
-	nsCol, nameCol := -1, -1
+	nsCol, nameCol, changeCol := -1, -1, -1
 	for i, fd := range rows.FieldDescriptions() {
 		ap.Columns = append(ap.Columns, fd.Name)
 		switch fd.Name {
@@ -259,6 +290,8 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 			nsCol = i
 		case "name":
 			nameCol = i
+		case "change_id":
+			changeCol = i
 		}
 	}
 	group, resource := parseResource(ap.Resource)
@@ -275,6 +308,9 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 		cells := make([]cell, len(vals))
 		for i, v := range vals {
 			cells[i] = cell{Text: cellText(v)}
+			if len(cells[i].Text) > cellTitleFrom {
+				cells[i].Title = cells[i].Text
+			}
 		}
 		if nameCol >= 0 {
 			namespace := ap.Namespace
@@ -282,6 +318,10 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 				namespace = cells[nsCol].Text
 			}
 			cells[nameCol].URL = objectURL(p.Cluster, group, resource, namespace, cells[nameCol].Text)
+			if changeCol >= 0 && cells[changeCol].Text != "" {
+				// The version shown at that moment, on the object's page (its article's id).
+				cells[nameCol].URL += "#v" + cells[changeCol].Text
+			}
 		}
 		ap.Rows = append(ap.Rows, cells)
 	}

@@ -44,7 +44,11 @@ type page struct {
 	Elapsed  time.Duration
 	Path     string // the page's path, for the cluster picker's form
 	Hidden   url.Values
-	start    time.Time
+	// Zone is the zone the page shows times in (the tz parameter; UTC by default), TZ the
+	// parameter as links carry it ("" for UTC).
+	Zone  *time.Location
+	TZ    string
+	start time.Time
 }
 
 // frame reads what every page needs: the schema's features, the clusters, and the
@@ -53,6 +57,10 @@ func (s *Server) frame(r *http.Request, title string) (page, error) {
 	p := page{Title: title, Status: s.o.Status != nil, start: s.o.Now(), Path: r.URL.Path}
 	if s.o.TrustedHeader != "" {
 		p.User = r.Header.Get(s.o.TrustedHeader)
+	}
+	p.Zone, p.TZ = time.UTC, ""
+	if loc, err := zone(r.URL.Query().Get("tz")); err == nil && loc != time.UTC {
+		p.Zone, p.TZ = loc, loc.String()
 	}
 	var err error
 	if p.Features, err = s.features(r.Context()); err != nil {
@@ -131,17 +139,27 @@ func (s *Server) render(w http.ResponseWriter, name string, data any) {
 	}
 }
 
-// fail shows an error page: 400 for a bad request, 500 otherwise.
+// fail shows an error page: 400 for a bad request, 500 otherwise. Its header is every
+// page's (the cluster, the As-of link), unless the database cannot tell them: then the
+// cluster the URL or the options name.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
 	if code >= 500 {
 		s.o.Log.Error("ui: request failed", "path", r.URL.Path, "err", err)
+	}
+	p, ferr := s.frame(r, http.StatusText(code))
+	if ferr != nil {
+		p = page{Title: http.StatusText(code), Status: s.o.Status != nil, Path: r.URL.Path, Zone: time.UTC,
+			Cluster: r.URL.Query().Get("cluster")}
+		if p.Cluster == "" {
+			p.Cluster = s.o.Cluster
+		}
 	}
 	w.WriteHeader(code)
 	s.render(w, "error", struct {
 		page
 		Code  int
 		Error string
-	}{page{Title: http.StatusText(code), Status: s.o.Status != nil, Path: r.URL.Path}, code, err.Error()})
+	}{p, code, err.Error()})
 }
 
 func (p *page) finish() { p.Elapsed = time.Since(p.start).Round(100 * time.Microsecond) }

@@ -90,6 +90,10 @@ func New(o Options) (*Server, error) {
 	}
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	// Where a browser looks for an icon on a page that names none (a JSON response).
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "favicon.svg")
+	})
 	s.mux.HandleFunc("GET /{$}", s.timeline)
 	s.mux.HandleFunc("GET /chart.json", s.chartJSON)
 	s.mux.HandleFunc("GET /object", s.object)

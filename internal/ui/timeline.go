@@ -18,6 +18,7 @@ import (
 type filter struct {
 	Namespace, Resource, Name, Op, Flag, User string
 	Range                                     string // a preset back from now ("1h"), when From/To are not given
+	TZ                                        string // the zone times are shown in: "" for UTC, else an IANA name
 	From, To                                  time.Time
 	// The keyset: only rows below (BeforeAt, Before) in (observed_at, id) order; Before 0:
 	// the newest page.
@@ -31,6 +32,13 @@ var presets = []string{"1h", "15m", "6h", "24h", "7d", "30d"}
 func parseFilter(q url.Values, now time.Time) (filter, error) {
 	f := filter{Namespace: q.Get("ns"), Resource: q.Get("resource"), Name: q.Get("name"), Op: q.Get("op"),
 		Flag: q.Get("flag"), User: q.Get("user"), Range: q.Get("range")}
+	loc, err := zone(q.Get("tz"))
+	if err != nil {
+		return f, err
+	}
+	if loc != time.UTC {
+		f.TZ = loc.String()
+	}
 	switch f.Op {
 	case "", "create", "update", "delete":
 	default:
@@ -117,6 +125,7 @@ func (f filter) values(cluster string, withRange bool) url.Values {
 	set("op", f.Op)
 	set("flag", f.Flag)
 	set("user", f.User)
+	set("tz", f.TZ)
 	if withRange {
 		if f.Range != "" {
 			v.Set("range", f.Range)
@@ -362,6 +371,9 @@ type timelinePage struct {
 	FromText  string
 	ToText    string
 	Err       string
+	// The time zone toggle: this view in UTC, and in the browser's zone (tz=local, which
+	// timeline.js turns into the browser's zone name).
+	UTCURL, LocalURL string
 }
 
 type presetLink struct {
@@ -421,6 +433,24 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		v.Set("range", pr)
 		tp.Presets = append(tp.Presets, presetLink{Label: pr, URL: "/?" + v.Encode(), Current: f.Range == pr})
 	}
+	// An object's page keeps the range and the zone, for its link back to the timeline.
+	keep := url.Values{}
+	for _, k := range []string{"range", "from", "to", "tz"} {
+		if v := base.Get(k); v != "" {
+			keep.Set(k, v)
+		}
+	}
+	if len(keep) > 0 {
+		for i := range tp.Rows {
+			tp.Rows[i].URL += "&" + keep.Encode()
+		}
+	}
+	tz := f
+	tz.TZ = ""
+	v := tz.values(p.Cluster, true)
+	tp.UTCURL = "/?" + v.Encode()
+	v.Set("tz", "local")
+	tp.LocalURL = "/?" + v.Encode()
 	tp.FromText = f.From.UTC().Format(time.RFC3339)
 	if !f.To.IsZero() {
 		tp.ToText = f.To.UTC().Format(time.RFC3339)
