@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 // Check names every privilege run would miss, in one sentence, and passes once the role
 // has exactly those: it asks for nothing run does not need.
 func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t *testing.T) {
 	dsn := pg.NewDatabase(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	role, password := "checker_"+randomSuffix(), "pw-of-checker-"+randomSuffix()
@@ -77,14 +78,5 @@ func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t 
 	}
 	if want := "postgres reachable as " + role + "; may read and write schema kube_cdc"; detail != want {
 		t.Errorf("detail %q, want %q", detail, want)
-	}
-}
-
-func TestScrubPasswordReplacesEveryPasswordGivenAndNothingForAnEmptyOne(t *testing.T) {
-	if got := ScrubPassword("user u:hunter2 at db, again hunter2; pw2 too", "hunter2", "", "pw2"); got != "user u:******** at db, again ********; ******** too" {
-		t.Errorf("got %q", got)
-	}
-	if got := ScrubPassword("nothing to hide", ""); got != "nothing to hide" {
-		t.Errorf("an empty password changed %q", got)
 	}
 }

@@ -60,8 +60,6 @@ func drifted(p string) string {
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, insertChangesDiff, saveCheckpoint, status string
-	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions           string
-	detached, retentionAudit                                                                                  string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                        string
 	scopes, forgetScopes                                                                                      string
 }
@@ -204,52 +202,6 @@ func newStatements(schema string) statements {
 					  GROUP BY api_group, resource) q USING (api_group, resource)
 			 WHERE c.cluster = $1
 			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
-
-		// The partitions of changes (migration 012) with their ranges, oldest first; NULL
-		// bounds are MINVALUE (changes_legacy) or the default partition's.
-		partitions: fmt.Sprintf(`SELECT c.relname,
-				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1]::timestamptz,
-				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz
-			  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-			 WHERE i.inhparent = '%s.changes'::regclass
-			 ORDER BY 3 NULLS LAST`, s),
-		// $1 cluster, $2 cutoff, $3 chunk, $4 and $5 the range of one partition. Through
-		// the parent, so that the DELETE privilege on changes is enough (partitions are
-		// tables of their own, and only their owner may name them); the range limits the
-		// statement to that partition's rows, and so its ctids to that partition's.
-		retentionRows: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE observed_at >= $4 AND observed_at < $5
-			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
-				WHERE cluster = $1 AND observed_at < $2 AND observed_at >= $4 AND observed_at < $5 LIMIT $3))`, s),
-		// $1 cluster, $2 cutoff, $3 chunk, $4 the default partition, whose rows have no
-		// range: told apart by tableoid, through the parent as well.
-		retentionDefault: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE tableoid = $4::regclass
-			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
-				WHERE tableoid = $4::regclass AND cluster = $1 AND observed_at < $2 LIMIT $3))`, s),
-		// %%s the partition. $1 cluster, $2 its upper bound. How many other clusters want
-		// rows of it: those that have some and keep them forever, are not recorded, or
-		// keep less than its age. The clusters are read by a skip scan of the (cluster,
-		// observed_at) index: one probe per cluster, whatever the partition's size.
-		partitionWanted: fmt.Sprintf(`WITH RECURSIVE cl(cluster) AS (
-				(SELECT cluster FROM %%[1]s ORDER BY cluster LIMIT 1)
-				UNION ALL
-				SELECT (SELECT p.cluster FROM %%[1]s p WHERE p.cluster > cl.cluster ORDER BY p.cluster LIMIT 1)
-				  FROM cl WHERE cl.cluster IS NOT NULL)
-			SELECT count(*) FROM cl LEFT JOIN %[1]s.retention r USING (cluster)
-			 WHERE cl.cluster IS NOT NULL AND cl.cluster <> $1
-			   AND (r.keep IS NULL OR now() - r.keep < $2::timestamptz)`, s),
-		// $1 schema. Tables retention detached and did not drop (detachedMark).
-		detached: `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition
-			  AND obj_description(c.oid, 'pg_class') = ` + detachedMark,
-		// $1 cluster, $2 cutoff, $3 chunk. The cluster's audit events received before the
-		// cutoff (retention.go, retainAuditEvents), by the received_at index.
-		retentionAudit: fmt.Sprintf(`DELETE FROM %[1]s.audit_events WHERE audit_id = ANY (ARRAY(
-				SELECT audit_id FROM %[1]s.audit_events WHERE received_at < $2 AND cluster = $1 LIMIT $3))`, s),
-		// $1 cluster, $2 its retention (NULL: forever).
-		recordRetention: fmt.Sprintf(`INSERT INTO %s.retention (cluster, keep, updated_at) VALUES ($1, $2, now())
-			ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep, updated_at = now()`, s),
-		// $1 months ahead.
-		ensurePartitions: fmt.Sprintf(`SELECT %s.changes_partitions_ensure($1)`, s),
 
 		// $1 cluster, $2 sink, $3 group, $4 resource.
 		scopes: fmt.Sprintf(`SELECT scope FROM %s.checkpoints

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
 // Write (pipeline.Sink): b's rows and its checkpoint commit in one transaction. Changes
@@ -48,13 +49,13 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 		err = s.writeBisecting(ctx, w)
 	}
 	if err != nil {
-		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), w.res.ID(), classify(err, s.password))
+		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), w.res.ID(), dial.Classify(err, s.password))
 	}
 	s.reportQuarantined(ctx, w.res, w.bad)
 	if hm, ok := s.metrics.(historyMetrics); ok && w.skipped > 0 {
 		hm.HistorySkipped(s.name, w.res.ID(), int(w.skipped))
 	}
-	s.maybeRetain()
+	s.upkeep.AfterWrite()
 	return nil
 }
 
@@ -119,7 +120,9 @@ func (s *Sink) writeCopy(ctx context.Context, w *batchWrite) error {
 		return err
 	}
 	steps.done("commit")
-	s.noteBulkLoad(len(w.staged))
+	if !s.noAnalyze {
+		s.upkeep.Loaded(len(w.staged))
+	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("wrote batch", append([]any{"sink", s.name, "resource", w.res.ID(), "changes", len(w.staged),
 			"quarantined", len(w.bad), "checkpoint", w.checkpoint.String()}, steps.attrs()...)...)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,28 +176,6 @@ func (s *Sink) Writers(ctx context.Context) ([]Writer, error) {
 		return nil, fmt.Errorf("read the writer lock: %w", classify(err, s.password))
 	}
 	return ws, nil
-}
-
-// applicationName names this process to PostgreSQL, "kube-cdc/<host>/<pid>", cut to the
-// 63 bytes the server keeps by shortening the host, so the pid survives.
-func applicationName() string {
-	host, _ := os.Hostname()
-	pid := "/" + strconv.Itoa(os.Getpid())
-	const prefix, limit = "kube-cdc/", 63
-	if room := limit - len(prefix) - len(pid); len(host) > room {
-		host = host[:max(room, 0)]
-	}
-	return prefix + orElse(host, "?") + pid
-}
-
-// setApplicationName sets application_name unless the DSN (or PGAPPNAME) chose one.
-func setApplicationName(cc *pgconn.Config) {
-	if cc.RuntimeParams == nil {
-		cc.RuntimeParams = map[string]string{}
-	}
-	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = applicationName()
-	}
 }
 
 // writerLock holds a sink's writer lock in the background until stop.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
 // writersLog is a log to look into: every record as a JSON line.
@@ -124,7 +124,7 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 	if !errors.Is(err, ErrWriterLockHeld) || !retry.IsTerminal(err) {
 		t.Fatalf("the second writer's claim: %v, want a terminal ErrWriterLockHeld", err)
 	}
-	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, applicationName() + " (backend pid",
+	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, dial.ApplicationName() + " (backend pid",
 		"holds the writer lock", "--wait"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
@@ -174,7 +174,7 @@ func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
 	claimed := make(chan error, 1)
 	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrWait) }()
 	eventually(t, 10*time.Second, "the waiter names the holder", func() bool {
-		return bLog.count(`"holder":"`+applicationName()+` (backend pid`) == 1
+		return bLog.count(`"holder":"`+dial.ApplicationName()+` (backend pid`) == 1
 	})
 	waitGauge(t, bGauge, "warehouse", 1, 10*time.Second)
 	// The holder sees the waiter at its next look.
@@ -281,7 +281,7 @@ func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T
 	defer obs.Close()
 	eventually(t, 20*time.Second, "the writer lock held again", func() bool {
 		ws, err := obs.Writers(testCtx(t))
-		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == applicationName()
+		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == dial.ApplicationName()
 	})
 }
 
@@ -307,13 +307,6 @@ func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t
 	}
 	if n := count(t, dsn, `SELECT count(*) FROM kube_cdc.objects WHERE name = 'b'`); n != 0 {
 		t.Errorf("%d rows of b, want none: the sink that lost its lock wrote", n)
-	}
-}
-
-func TestWritersApplicationNameKeepsThePidWithinPostgreSQLsLimit(t *testing.T) {
-	n := applicationName()
-	if len(n) > 63 || !strings.HasPrefix(n, "kube-cdc/") || !strings.HasSuffix(n, fmt.Sprintf("/%d", os.Getpid())) {
-		t.Errorf("applicationName() = %q", n)
 	}
 }
 
