@@ -86,7 +86,7 @@ func newStatements(schema string) statements {
 		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version, epoch, %s FROM %s.objects
 			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, drifted(""), s),
 
-		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+		// @cluster, @group, @version, @resource, @kind, @hard_delete.
 		// Versions order by (epoch, RV): a new epoch's version replaces any of an older
 		// epoch, whatever the RVs (time travel). At an equal version a delete wins over a live row: an inferred delete carries the
 		// LIST's RV, which is the object's own when it was the last write before the LIST.
@@ -129,7 +129,7 @@ func newStatements(schema string) statements {
 			  AND o.namespace = s.namespace AND o.name = s.name
 			  AND (o.epoch, o.resource_version) <= (s.epoch, s.rv)`, s, latestPerKey),
 
-		// $1 cluster, $2 group, $3 resource, $4 hard delete. ids follow batch order because of the ORDER BY
+		// @cluster, @group, @resource, @hard_delete. ids follow batch order because of the ORDER BY
 		// seq, and only because of it: a sequential scan of the stage does not return rows
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
@@ -154,7 +154,7 @@ func newStatements(schema string) statements {
 					   AND (epoch, resource_version) > ($19::int, $9::bigint)) newer
 			ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, s),
 
-		// $1 cluster, $2 group, $3 resource. A staged change newer than a quarantined one
+		// @cluster, @group, @resource. A staged change newer than a quarantined one
 		// of its key resolves it: objects holds a good version again. The uncorrelated
 		// EXISTS is a one-time filter, so while nothing of the resource is in quarantine
 		// (the usual case) the stage is not even read.
@@ -162,10 +162,10 @@ func newStatements(schema string) statements {
 
 		// A checkpoint never moves backwards in (epoch, RV), even when an old batch is
 		// replayed; a new epoch's checkpoint replaces a higher RV of an older one.
-		// $8 the cluster's identity ('' when unknown: the one stored stays).
+		// @cluster_uid is the cluster's identity ('' when unknown: the one stored stays).
 		saveCheckpoint: fmt.Sprintf(`INSERT INTO %s.checkpoints AS c (cluster, sink, api_group, resource, scope,
 				resource_version, epoch, cluster_uid, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+			VALUES (@cluster, @sink, @group, @resource, @scope, @rv, @epoch, @cluster_uid, now())
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE SET
 				resource_version = CASE WHEN (c.epoch, c.resource_version) < (excluded.epoch, excluded.resource_version)
 				                        THEN excluded.resource_version ELSE c.resource_version END,
@@ -215,17 +215,18 @@ func newStatements(schema string) statements {
 // upsertSQL moves the newest change of each key of src (a relation with the stage's
 // columns, one row per key, aliased s) into objects. inChanges is the boolean expression
 // over s that says whether the version has a changes row (objects.in_changes: false for
-// noise left out). $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+// noise left out). Named parameters (writeArgs): @cluster, @group, @version,
+// @resource, @kind, @hard_delete.
 func upsertSQL(schema, src, inChanges string) string {
 	return fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
 			namespace, name, uid, resource_version, epoch, labels, object, object_xmin, object_hash, changed_by,
 			created_at, updated_at, deleted_at, delete_inferred, delete_reason, in_changes)
-		SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
+		SELECT @cluster, @group, @version, @resource, @kind, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
 			txid_current() %% 4294967296, jsonb_hash_extended(s.object, 0), s.changed_by,
 			now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
 			CASE WHEN s.op = 'delete' THEN s.reason END, %s
 		  FROM %s s
-		 WHERE NOT ($6::boolean AND s.op = 'delete')
+		 WHERE NOT (@hard_delete::boolean AND s.op = 'delete')
 		ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
 			api_version      = excluded.api_version,
 			kind             = excluded.kind,
@@ -266,7 +267,7 @@ func newNoiseSQL(schema, key string, paths []string) *noiseSQL {
 
 // skipNoiseSQL marks the noise among the staged changes of a resource whose ignore paths
 // are paths (ignorepaths), counts it in history_skipped and returns how many it marked.
-// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope. Runs before the upsert and the
+// @cluster, @group, @resource, @sink, @scope. Runs before the upsert and the
 // changes insert, for batches that hold watch updates.
 func skipNoiseSQL(schema string, paths []string) string {
 	return fmt.Sprintf(`WITH %[2]s,
@@ -284,8 +285,7 @@ func skipNoiseSQL(schema string, paths []string) string {
 // deletes, snapshots and an update after a delete or of another uid are never noise; nor
 // is an update the objects row is not below (a batch written again: it may then record a
 // version it left out the first time, never fewer). Only the narrow key columns are
-// sorted, and each update costs one primary key lookup. $1 cluster, $2 group, $3
-// resource.
+// sorted, and each update costs one primary key lookup. @cluster, @group, @resource.
 func noiseCTEs(schema, stage string, paths []string) string {
 	return fmt.Sprintf(`ordered AS (
 			SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
@@ -303,17 +303,17 @@ func noiseCTEs(schema, stage string, paths []string) string {
 			            THEN (SELECT o.deleted_at IS NULL AND o.uid = c.uid AND o.object IS NOT NULL
 			                         AND (o.epoch, o.resource_version) < (c.epoch, c.rv) AND %[2]s
 			                    FROM %[1]s.objects o
-			                   WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+			                   WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource
 			                     AND o.namespace = c.namespace AND o.name = c.name) IS TRUE
 			            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL AND %[3]s
 			       END)`, schema, ignorepaths.EqualSQL(paths, "o.object", "c.object"), ignorepaths.EqualSQL(paths, "p.object", "c.object"), stage)
 }
 
-// tallySQL adds the rows of src (one per change left out) to history_skipped. $1
-// cluster, $2 group, $3 resource, $4 sink, $5 scope.
+// tallySQL adds the rows of src (one per change left out) to history_skipped.
+// @cluster, @group, @resource, @sink, @scope.
 func tallySQL(schema, src string) string {
 	return fmt.Sprintf(`INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
-			SELECT $1, $4, $2, $3, $5, m.n, now() FROM (SELECT count(*) AS n FROM %[2]s) m WHERE m.n > 0
+			SELECT @cluster, @sink, @group, @resource, @scope, m.n, now() FROM (SELECT count(*) AS n FROM %[2]s) m WHERE m.n > 0
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
 			SET skipped = h.skipped + excluded.skipped, updated_at = now()`, schema, src)
 }
@@ -321,8 +321,8 @@ func tallySQL(schema, src string) string {
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
 // changes, in seq order, but those skipNoiseSQL marked when marks (the stage table has
 // the skip column), and except those changes holds already: one row per (key, epoch, RV,
-// op), as the changes_once UNIQUE key used to guarantee. $1 cluster, $2 group, $3
-// resource, $4 hard delete.
+// op), as the changes_once UNIQUE key used to guarantee. @cluster, @group, @resource,
+// @hard_delete.
 //
 // changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
 // replayed change: it would have to hold observed_at, which a replay stamps anew. So the
@@ -368,7 +368,7 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 		                                     AND (o.epoch, o.resource_version) < (st.epoch, st.rv)
 		                                THEN %[1]s.changed_paths(o.object, st.object) END
 		                      FROM %[1]s.objects o
-		                     WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+		                     WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 		                       AND o.name = st.name)
 		         END
 		       END`, schema)
@@ -379,7 +379,7 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at, changed)
-		SELECT $1, $2, $3, st.namespace, st.name, st.uid, st.rv, st.epoch, st.op, st.inferred, st.reason, st.snapshot,
+		SELECT @cluster, @group, @resource, st.namespace, st.name, st.uid, st.rv, st.epoch, st.op, st.inferred, st.reason, st.snapshot,
 		       st.object, st.changed_by, st.observed_at, %[5]s
 		  FROM %[6]s
 		 WHERE %[3]sst.seq IN (SELECT DISTINCT ON (d.namespace, d.name, d.epoch, d.rv, d.op) d.seq FROM %[2]s d %[4]s
@@ -392,39 +392,39 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 		 -- and when their relists run at once both find it live.
 		       WHEN st.op = 'delete' AND st.inferred
 		            AND EXISTS (SELECT 1 FROM %[1]s.objects o
-				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				 WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 				   AND o.name = st.name AND o.deleted_at IS NOT NULL AND o.uid = st.uid)
 		            AND NOT EXISTS (SELECT 1 FROM %[2]s p
 				 WHERE p.namespace = st.namespace AND p.name = st.name AND p.seq < st.seq) THEN false
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
 		       WHEN st.snapshot AND st.op = 'update' THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
-				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				 WHERE c.cluster = @cluster AND c.api_group = @group AND c.resource = @resource AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv)
 		       WHEN st.op <> 'delete'
 		            AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
-				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				 WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 				   AND o.name = st.name AND (o.epoch, o.resource_version) >= (st.epoch, st.rv))
-		            AND NOT ($4::boolean AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
-				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+		            AND NOT (@hard_delete::boolean AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 				   AND o.name = st.name))
 		       THEN true
 		       ELSE NOT EXISTS (SELECT 1 FROM %[1]s.changes c
-				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				 WHERE c.cluster = @cluster AND c.api_group = @group AND c.resource = @resource AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op)
 		       END
 		 ORDER BY st.seq`, schema, stage, noise, keep, changed, from)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per
-// key) supersedes. $1 cluster, $2 group, $3 resource.
+// key) supersedes. @cluster, @group, @resource.
 func resolveSQL(schema, src string) string {
 	return fmt.Sprintf(`UPDATE %[1]s.quarantine q SET resolved_at = now(), resolved_rv = s.rv
 		  FROM %[2]s s
-		 WHERE q.cluster = $1 AND q.api_group = $2 AND q.resource = $3 AND q.resolved_at IS NULL
+		 WHERE q.cluster = @cluster AND q.api_group = @group AND q.resource = @resource AND q.resolved_at IS NULL
 		   AND q.namespace = s.namespace AND q.name = s.name AND (q.epoch, q.resource_version) < (s.epoch, s.rv)
 		   AND EXISTS (SELECT 1 FROM %[1]s.quarantine u
-						WHERE u.cluster = $1 AND u.api_group = $2 AND u.resource = $3 AND u.resolved_at IS NULL)`, schema, src)
+						WHERE u.cluster = @cluster AND u.api_group = @group AND u.resource = @resource AND u.resolved_at IS NULL)`, schema, src)
 }
 
 // clearStage empties the stage between the chunks of writeBisecting's transaction (a

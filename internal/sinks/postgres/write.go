@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
@@ -108,7 +109,7 @@ func (s *Sink) plan(w *batchWrite) []statement {
 		out = append(out, statement{sql: s.sql.quarantine, args: quarantineArgs(s.cluster, w.res, &w.bad[i]), bad: &w.bad[i]})
 	}
 	if len(w.staged) > 0 {
-		out = append(out, statement{sql: s.sql.resolve, args: []any{s.cluster, w.res.Group, w.res.Resource}, step: "resolve"})
+		out = append(out, statement{sql: s.sql.resolve, args: []any{s.writeArgs(w.res)}, step: "resolve"})
 	}
 	if w.travel != nil {
 		out = append(out, s.epochStatement(w))
@@ -127,7 +128,7 @@ func (s *Sink) plan(w *batchWrite) []statement {
 func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ignore *noiseSQL, skipped *int64) []statement {
 	var out []statement
 	if ignore != nil {
-		out = append(out, statement{sql: ignore.stage, args: []any{s.cluster, res.Group, res.Resource, s.name, res.Scope},
+		out = append(out, statement{sql: ignore.stage, args: []any{s.writeArgs(res)},
 			step: "noise", skipped: skipped})
 	}
 	if hasInferredDelete(staged) {
@@ -144,7 +145,7 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 	if s.opts.storesChangedPaths() && hasWatchUpdate(staged) {
 		insert = s.sql.insertChangesDiff
 	}
-	out = append(out, statement{sql: insert, args: []any{s.cluster, res.Group, res.Resource, s.opts.HardDelete}, step: "changes"})
+	out = append(out, statement{sql: insert, args: []any{s.writeArgs(res)}, step: "changes"})
 	if s.opts.HardDelete {
 		out = append(out, statement{sql: s.sql.hardDelete, args: []any{s.cluster, res.Group, res.Resource}, step: "delete"})
 	}
@@ -152,7 +153,7 @@ func (s *Sink) stagedStatements(res change.Resource, staged []change.Change, ign
 		out = append(out, statement{sql: s.sql.revive, args: []any{s.cluster, res.Group, res.Resource}, step: "revive"})
 	}
 	return append(out,
-		statement{sql: s.sql.upsert, args: []any{s.cluster, res.Group, res.Version, res.Resource, res.Kind, s.opts.HardDelete}, step: "objects"})
+		statement{sql: s.sql.upsert, args: []any{s.writeArgs(res)}, step: "objects"})
 }
 
 // hasWatchUpdate reports whether cs holds an update read from a watch, the only kind of
@@ -211,12 +212,24 @@ func (s *Sink) epochStatement(w *batchWrite) statement {
 }
 
 func (s *Sink) checkpointStatement(w *batchWrite) statement {
-	return statement{sql: s.sql.saveCheckpoint, args: []any{s.cluster, s.name, w.res.Group, w.res.Resource, w.res.Scope, w.checkpoint, int32(w.epoch), w.clusterUID}}
+	args := s.writeArgs(w.res)
+	args["rv"], args["epoch"], args["cluster_uid"] = w.checkpoint, int32(w.epoch), w.clusterUID
+	return statement{sql: s.sql.saveCheckpoint, args: []any{args}}
 }
 
-// writeStageValues writes n rows of stage placeholders, ($first, …), (…), each cast to
-// its column's type when types is given.
-func writeStageValues(sb *strings.Builder, n, first int, types []string) {
+// writeArgs are the named parameters of the write statements that take them
+// (statements.go: the upsert, the changes insert, the resolution of quarantined keys,
+// the noise statements and the checkpoint, which adds @rv, @epoch and @cluster_uid),
+// to be passed as the statement's one argument: pgx numbers them. A name a statement
+// does not use is not sent.
+func (s *Sink) writeArgs(res change.Resource) pgx.NamedArgs {
+	return pgx.NamedArgs{"cluster": s.cluster, "group": res.Group, "version": res.Version, "resource": res.Resource,
+		"kind": res.Kind, "hard_delete": s.opts.HardDelete, "sink": s.name, "scope": res.Scope}
+}
+
+// writeStageValues writes n rows of stage placeholders, (p(0, 0), …), (…), each cast to
+// its column's type when types is given; p names the placeholder of a row's column.
+func writeStageValues(sb *strings.Builder, n int, p func(row, col int) string, types []string) {
 	for i := range n {
 		if i > 0 {
 			sb.WriteString(", ")
@@ -226,8 +239,7 @@ func writeStageValues(sb *strings.Builder, n, first int, types []string) {
 			if j > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteByte('$')
-			sb.WriteString(strconv.Itoa(first + i*stageWidth + j))
+			sb.WriteString(p(i, j))
 			if types != nil {
 				sb.WriteString("::")
 				sb.WriteString(types[j])

@@ -92,7 +92,7 @@ func (s *Sink) writeChunk(ctx context.Context, tx pgx.Tx, w *batchWrite, res cha
 		ignore = w.ignore
 	}
 	sts := append(s.stagedStatements(res, cs, ignore, &skipped),
-		statement{sql: s.sql.resolve, args: []any{s.cluster, res.Group, res.Resource}},
+		statement{sql: s.sql.resolve, args: []any{s.writeArgs(res)}},
 		statement{sql: clearStage})
 	for _, st := range sts {
 		if st.skipped != nil {

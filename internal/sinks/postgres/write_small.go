@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +75,6 @@ func stageInsert(n int) string {
 	sb.WriteString("INSERT INTO pg_temp.kube_cdc_stage (")
 	sb.WriteString(strings.Join(stageColumns, ", "))
 	sb.WriteString(") VALUES ")
-	writeStageValues(&sb, n, 1, nil)
+	writeStageValues(&sb, n, func(row, col int) string { return "$" + strconv.Itoa(1+row*stageWidth+col) }, nil)
 	return sb.String()
 }
