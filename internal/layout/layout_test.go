@@ -121,6 +121,14 @@ func rules() []rule {
 			why: "internal/sinks/postgres/schema imports only dial, retry, version and migrations",
 		},
 		{
+			// The writer lock knows sessions and advisory locks, not changes or tables.
+			pkgs: under("internal/sinks/postgres/writerlock"),
+			banned: func(d string) bool {
+				return strings.HasPrefix(d, module) && !own("internal/sinks/postgres/dial")(d) && !own("internal/retry")(d)
+			},
+			why: "internal/sinks/postgres/writerlock imports only dial and retry",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",

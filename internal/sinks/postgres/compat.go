@@ -7,6 +7,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
 
 // The names the read side and the audit store (reader.go, history.go, asof.go,
@@ -30,6 +31,9 @@ func setApplicationName(cc *pgconn.Config) {
 		cc.RuntimeParams["application_name"] = dial.ApplicationName()
 	}
 }
+
+// Writer is writerlock.Writer, which Reader.Writers returns.
+type Writer = writerlock.Writer
 
 // Migrate is schema.Migrate, for NewAuditStore and for the tests of ui, upgradetest and
 // bench/internal/historygen, until they call schema.Migrate.

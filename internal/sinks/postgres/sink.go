@@ -15,6 +15,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/roundtrip"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
 
 // Sink writes batches of changes to PostgreSQL: see the package documentation.
@@ -40,8 +41,7 @@ type Sink struct {
 	// background of Write, until Close (package schema).
 	upkeep *schema.Upkeep
 
-	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
-	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
+	writers *writerlock.Lock // held once ClaimWriter takes it
 }
 
 // withDefaults fills the defaults of every field that has one (Migrate's default, true,
@@ -95,8 +95,8 @@ func openSink(ctx context.Context, name, cluster string, opts Options, log *slog
 	s := &Sink{
 		name: name, cluster: cluster, opts: opts, log: log,
 		pool: pool, password: password,
-		sql:          newStatements(opts.Schema),
-		writerTiming: defaultWriterTiming(),
+		sql:     newStatements(opts.Schema),
+		writers: writerlock.New(pool.Config().ConnConfig, opts.Schema, cluster, name, password, log),
 	}
 	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql, opts.storesChangedPaths())
 	s.exchange = roundtrip.New(pool)
@@ -234,10 +234,29 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 // Close (pipeline.Sink): it releases the writer lock, stops the background upkeep and
 // closes the pool.
 func (s *Sink) Close() error {
-	s.writers.stop()
+	s.writers.Stop()
 	s.upkeep.Close()
 	s.pool.Close()
 	return nil
+}
+
+// ClaimWriter takes the sink's writer lock (writerlock.Lock.Claim) before it writes
+// anything, and holds it until Close; once another process took it from this one, every
+// Write fails with a terminal error.
+func (s *Sink) ClaimWriter(ctx context.Context, policy writerlock.Policy) error {
+	if m, ok := s.metrics.(writerlock.Metrics); ok {
+		s.writers.Metrics = m
+	}
+	return s.writers.Claim(ctx, policy)
+}
+
+// Writers lists the running kube-cdc processes that write this sink (writerlock.List).
+func (s *Sink) Writers(ctx context.Context) ([]writerlock.Writer, error) {
+	ws, err := writerlock.List(ctx, s.pool, s.opts.Schema, s.cluster, s.name)
+	if err != nil {
+		return nil, fmt.Errorf("read the writer lock: %w", dial.Classify(err, s.password))
+	}
+	return ws, nil
 }
 
 // EnsurePartitions is schema.Upkeep.EnsurePartitions for this sink's cluster.

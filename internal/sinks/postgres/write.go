@@ -33,7 +33,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 	if err := s.checkBatch(b); err != nil {
 		return retry.Terminal(err)
 	}
-	if err := s.writers.lostErr(); err != nil {
+	if err := s.writers.Lost(); err != nil {
 		return retry.Terminal(err)
 	}
 	w := &batchWrite{res: b.Resource, checkpoint: b.Checkpoint, epoch: b.Epoch, clusterUID: b.ClusterUID, travel: b.TimeTravel}
