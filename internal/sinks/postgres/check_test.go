@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
+	"github.com/kube-cdc/kube-cdc/migrations"
 )
 
 // Check names every privilege run would miss, in one sentence, and passes once the role
@@ -78,5 +80,23 @@ func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t 
 	}
 	if want := "postgres reachable as " + role + "; may read and write schema kube_cdc"; detail != want {
 		t.Errorf("detail %q, want %q", detail, want)
+	}
+}
+
+// Check reads which migrations the schema has (schema_migrations) and names those run
+// would apply at start: the newest one here, which the schema lacks.
+func TestCheckNamesTheMigrationsAPartlyMigratedSchemaLacks(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	versions := migrations.Versions()
+	newest := versions[len(versions)-1]
+	if _, err := schema.MigrateBefore(testCtx(t), dsn, "kube_cdc", newest); err != nil {
+		t.Fatal(err)
+	}
+	detail, err := Check(testCtx(t), "warehouse", cluster, Options{DSN: dsn, Schema: "kube_cdc", Migrate: true, MaxConns: 1}, testLog(t))
+	if err != nil {
+		t.Fatalf("Check of a schema one migration behind, migrate: true: %v", err)
+	}
+	if want := "may read and write schema kube_cdc and apply " + newest + " at start (migrate: true)"; !strings.HasSuffix(detail, want) {
+		t.Errorf("detail %q, want it to end %q", detail, want)
 	}
 }
