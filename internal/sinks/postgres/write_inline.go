@@ -57,11 +57,10 @@ type inlineStatement struct {
 	params    []inlineParam
 }
 
-// inlineParam is a parameter of a single statement: a named parameter of writeArgs
-// (name), or column col of the batch's row row (name "").
+// inlineParam is a parameter of a single statement: the named parameter inlineNames[name]
+// (writeArgs), or column col of the batch's row row (name -1).
 type inlineParam struct {
-	name     string
-	row, col int
+	name, row, col int
 }
 
 func newInlineStatements(schema string, st statements, diff bool) *inlineStatements {
@@ -127,20 +126,21 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 // rowParam names the parameter of column col of row row of a single statement's VALUES.
 func rowParam(row, col int) string { return "@r" + strconv.Itoa(row) + "_" + strconv.Itoa(col) }
 
-// inlineNames are the named parameters (writeArgs) a single statement may use.
-var inlineNames = []string{"cluster", "group", "version", "resource", "kind", "hard_delete", "sink", "scope", "rv", "epoch", "cluster_uid"}
+// inlineNames are the named parameters (writeArgs) a single statement may use, in the
+// order inlineArgs gives their values.
+var inlineNames = [...]string{"cluster", "group", "version", "resource", "kind", "hard_delete", "sink", "scope", "rv", "epoch", "cluster_uid"}
 
 // numberParams numbers the named parameters of sql, a single statement of rows rows, as
 // pgx.NamedArgs does (in the order they first appear), and says what each number
 // stands for: the statement is numbered once, and each write only fills the values in.
 func numberParams(sql string, rows int) (string, []inlineParam, error) {
 	self := pgx.NamedArgs{} // each name's value says which parameter it is
-	for _, n := range inlineNames {
-		self[n] = inlineParam{name: n, row: -1}
+	for i, n := range inlineNames {
+		self[n] = inlineParam{name: i}
 	}
 	for i := range rows {
 		for j := range stageWidth {
-			self[rowParam(i, j)[1:]] = inlineParam{row: i, col: j}
+			self[rowParam(i, j)[1:]] = inlineParam{name: -1, row: i, col: j}
 		}
 	}
 	numbered, args, err := self.RewriteQuery(context.Background(), nil, sql, nil)
@@ -190,22 +190,23 @@ func (s *Sink) writeInline(ctx context.Context, w *batchWrite) error {
 	return nil
 }
 
-// inlineArgs are the values of st's parameters for w, in st's order.
+// inlineArgs are the values of st's parameters for w, in st's order. (Once per steady
+// write: no map, two slices.)
 func (s *Sink) inlineArgs(w *batchWrite, st inlineStatement) []any {
-	named := s.writeArgs(w.res)
-	named["rv"], named["epoch"], named["cluster_uid"] = w.checkpoint, int32(w.epoch), w.clusterUID
-	values := make([][stageWidth]any, 0, len(w.staged))
+	named := [len(inlineNames)]any{s.cluster, w.res.Group, w.res.Version, w.res.Resource, w.res.Kind, s.opts.HardDelete,
+		s.name, w.res.Scope, w.checkpoint, int32(w.epoch), w.clusterUID}
+	values := make([]any, 0, len(w.staged)*stageWidth)
 	rows := &stageRows{changes: w.staged}
 	for rows.Next() {
 		v, _ := rows.Values()
-		values = append(values, [stageWidth]any(v))
+		values = append(values, v...)
 	}
 	args := make([]any, len(st.params))
 	for i, p := range st.params {
-		if p.name != "" {
+		if p.name >= 0 {
 			args[i] = named[p.name]
 		} else {
-			args[i] = values[p.row][p.col]
+			args[i] = values[p.row*stageWidth+p.col]
 		}
 	}
 	return args
