@@ -30,12 +30,18 @@ func Migrate(ctx context.Context, dsn, schema string) (applied []string, err err
 // ("012_partitions"; "": none): it builds an older schema, for tests and benchmarks of a
 // migration.
 func MigrateBefore(ctx context.Context, dsn, schema, stop string) (applied []string, err error) {
+	return onConn(ctx, dsn, func(conn *pgx.Conn) ([]string, error) { return MigrateConn(ctx, conn, schema, stop) })
+}
+
+// onConn runs fn on a connection of its own to dsn (dial.Connect), closed after it, and
+// classifies its error (dial.Classify): the commands' way to migrate.
+func onConn(ctx context.Context, dsn string, fn func(*pgx.Conn) ([]string, error)) ([]string, error) {
 	conn, password, err := dial.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err = MigrateConn(ctx, conn, schema, stop)
+	applied, err := fn(conn)
 	return applied, dial.Classify(err, password)
 }
 

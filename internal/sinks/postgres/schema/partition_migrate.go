@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
 // partitionMigration is the migration that partitions changes (migrations/012_partitions.sql).
@@ -48,13 +46,7 @@ func PartitionChanges(ctx context.Context, dsn, schema string, report func(Parti
 	if report == nil {
 		report = func(PartitionStep) {}
 	}
-	conn, password, err := dial.Connect(ctx, dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err = partitionChanges(ctx, conn, schema, report)
-	return applied, dial.Classify(err, password)
+	return onConn(ctx, dsn, func(conn *pgx.Conn) ([]string, error) { return partitionChanges(ctx, conn, schema, report) })
 }
 
 func partitionChanges(ctx context.Context, conn *pgx.Conn, schema string, report func(PartitionStep)) ([]string, error) {
