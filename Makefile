@@ -63,17 +63,21 @@ test: testbin ## Run every test (unit, integration, end-to-end) with -race again
 test-unit: ## Run only the tests that need no server.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+upgrade-test: testbin ## Run the rolling upgrade under load (not part of make test; CI runs it): old and new kube-cdc replicas, 100 writes/s (docs/operations.md, "Upgrade").
+	$(GO) test -race -count=1 -tags rollingupgrade -timeout 15m ./internal/upgradetest/rolling/
+
 soak: testbin ## Run the soak (not part of make test): the nemesis's properties over KUBE_CDC_SOAK_FAULTS (default 220) faults of every kind, PostgreSQL and Kafka side by side.
 	$(GO) test -tags soak -count=1 -run TestSoak -timeout 300m -v ./e2e/
 
-lint: ## gofmt check and go vet (the soak's and the upgrade fixture's files, behind their build tags, too).
+lint: ## gofmt check and go vet (the soak's, the upgrade fixture's and the rolling upgrade's files, behind their build tags, too).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags soak ./e2e/
 	$(GO) vet -tags upgradefixture ./internal/upgradetest/
+	$(GO) vet -tags rollingupgrade ./internal/upgradetest/rolling/
 
-bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run.
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+bench: testbin ## Run the benchmarks against real servers; they print ratios against baselines measured in the same run (and the migrations since the release at 10M rows).
+	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...
 	$(GO) test -run '^$$' -bench StoredChangedPathsWriteCost -benchtime 1x ./internal/sinks/postgres/
 
 ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uPlot.*) from internal/ui/web/package-lock.json (needs npm).
@@ -84,4 +88,4 @@ ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uP
 demo: testbin build ## Start a throwaway cluster (KWOK nodes) and Postgres, stream a sample workload and a rollout into Postgres (Ctrl-C stops everything).
 	$(GO) run ./hack/demo
 
-.PHONY: help build image release release-sums print-ldflags testbin test test-unit soak lint bench demo ui-assets
+.PHONY: help build image release release-sums print-ldflags testbin test test-unit upgrade-test soak lint bench demo ui-assets

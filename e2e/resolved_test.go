@@ -36,7 +36,7 @@ func slowProduce(k *testenv.Kafka, topic string, d time.Duration) {
 	})
 }
 
-// Resolved watermarks (README.md, "Resolved watermarks") are sampled under load: many
+// Resolved watermarks (docs/guarantees.md, "Resolved watermarks") are sampled under load: many
 // writers update ConfigMaps as fast as the apiserver takes them, and the test keeps
 // reading the sink's watermark; every write the apiserver acknowledged at an RV at or
 // below it must already be in the sink. Writes acknowledged after the watermark was read

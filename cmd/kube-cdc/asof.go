@@ -34,7 +34,7 @@ func newAsOfCmd() *cobra.Command {
 	cmd.Args = cobra.ExactArgs(2)
 	cmd.Long = `Show every object of RESOURCE in the configured cluster as a PostgreSQL sink had observed it
 at TIME, printed like kubectl get: the newest version kube-cdc had received at or before
-TIME, for each object not deleted by then (the SQL function as_of; README.md, "As of a
+TIME, for each object not deleted by then (the SQL function as_of; docs/reading.md, "As of a
 moment"). "Observed" is kube-cdc's time of receipt: a change made while kube-cdc was not
 running shows from the relist that found it, an object deleted meanwhile disappears at the
 relist that inferred its delete.

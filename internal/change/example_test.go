@@ -58,6 +58,19 @@ func ExampleVersion_Compare() {
 	// 0
 }
 
+// Within one epoch RVs order versions; across epochs they say nothing (a restored etcd
+// issues its RVs again), and CompareInEpoch says so.
+func ExampleVersion_CompareInEpoch() {
+	held := change.Version{Epoch: 1, RV: 50}
+	fmt.Println(change.Version{Epoch: 1, RV: 45}.CompareInEpoch(held)) // older, same epoch
+	fmt.Println(change.Version{Epoch: 1, RV: 50}.CompareInEpoch(held)) // the same version
+	fmt.Println(change.Version{Epoch: 0, RV: 9000}.CompareInEpoch(held))
+	// Output:
+	// -1 true
+	// 0 true
+	// 0 false
+}
+
 // A Version's String is its RV, prefixed by "EPOCH/" outside epoch 0; ParseVersion reads
 // it back.
 func ExampleParseVersion() {

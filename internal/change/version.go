@@ -23,6 +23,17 @@ func (v Version) Compare(w Version) int {
 	return cmp.Compare(v.RV, w.RV)
 }
 
+// CompareInEpoch compares v and w as two versions of one epoch: -1, 0 or +1 as v's RV is
+// below, at or above w's, and true; 0 and false when their epochs differ. Versions of two
+// epochs have no RV order worth reading: Compare puts the later epoch after, but within
+// an epoch only the RVs tell whether a version is older, newer or the same.
+func (v Version) CompareInEpoch(w Version) (int, bool) {
+	if v.Epoch != w.Epoch {
+		return 0, false
+	}
+	return cmp.Compare(v.RV, w.RV), true
+}
+
 // String is the RV, prefixed by "EPOCH/" outside epoch 0: "123", "2/45".
 func (v Version) String() string {
 	if v.Epoch == 0 {

@@ -185,7 +185,7 @@ type Sink struct {
 // StdoutOptions configures the stdout sink.
 type StdoutOptions struct {
 	// ResolvedInterval is how often the sink prints a resolved line for each resource whose
-	// watermark moved (README.md, "Resolved watermarks"). Default 0: none.
+	// watermark moved (docs/guarantees.md, "Resolved watermarks"). Default 0: none.
 	ResolvedInterval time.Duration `koanf:"resolvedInterval"`
 }
 

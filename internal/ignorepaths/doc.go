@@ -1,5 +1,5 @@
 // Package ignorepaths says which changes of an object are noise to its history: the
-// `resources[].history` config keys (README.md, "Noise control for history").
+// `resources[].history` config keys (docs/reading.md, "Noise control for history").
 //
 // A path is JSON-Pointer-like (RFC 6901: "/status/conditions", "~1" for a "/" in a key,
 // "~0" for a "~") where a segment "*" stands for any one key or array index:

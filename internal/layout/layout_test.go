@@ -65,9 +65,17 @@ func rules() []rule {
 			// internal/signal, like internal/leader, talks to the cluster about kube-cdc itself
 			// (resnapshot requests in a ConfigMap), not about the resources it streams.
 			// internal/deploytest's tests apply the chart's RBAC to a real apiserver.
-			pkgs:   not(anyOf(under("internal/source"), under("internal/leader"), under("internal/signal"), under("internal/testenv"), under("internal/deploytest"), under("cmd"), under("hack"), under("bench"))),
+			// internal/upgradetest/rolling's test writes ConfigMaps beside the binaries it runs.
+			pkgs:   not(anyOf(under("internal/source"), under("internal/leader"), under("internal/signal"), under("internal/testenv"), under("internal/deploytest"), under("internal/upgradetest/rolling"), under("cmd"), under("hack"), under("bench"))),
 			banned: clientGo,
-			why:    "only internal/source (and leader, signal, testenv, deploytest, cmd, hack, bench) may depend on client-go",
+			why:    "only internal/source (and leader, signal, testenv, deploytest, upgradetest/rolling, cmd, hack, bench) may depend on client-go",
+		},
+		{
+			// The rolling upgrade drives two built binaries, as an operator would: it reaches
+			// their behaviour through their logs, metrics and the database only.
+			pkgs:   under("internal/upgradetest/rolling"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) && !own("internal/testenv")(d) },
+			why:    "internal/upgradetest/rolling imports nothing of the project but testenv (it runs the binaries)",
 		},
 		{
 			pkgs:   under("internal/change"),

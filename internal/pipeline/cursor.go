@@ -26,43 +26,57 @@ type cursor struct {
 	log      *slog.Logger
 	writeCtx context.Context // outlives the stream by FlushTimeout
 
-	committed   change.RV  // durable in the sink; written by the write goroutine, read after wait
-	sent        change.RV  // the checkpoint of the last batch handed to a write
-	pending     change.RV  // what the next batch will checkpoint
-	inflight    chan error // the write under way, or nil
-	batch       []change.Change
-	bytes       int
-	first       time.Time // arrival of the oldest unwritten change, or zero
-	committedFn func()    // called once the next batch written is committed
+	committed change.RV  // durable in the sink; written by the write goroutine, read after wait
+	sent      change.RV  // the checkpoint of the last batch handed to a write
+	pending   change.RV  // what the next batch will checkpoint
+	inflight  chan error // the write under way, or nil
+	next      openBatch  // the batch being filled
 
 	// epoch stamps every change and batch (change.TimeTravel); it is read from the sink
-	// (EpochKeeper) when the cursor first runs, and grows by one when a relist shows the
-	// cluster behind what the sink holds. travel goes with the next batch.
-	epoch       int
-	epochLoaded bool
-	travel      *change.TimeTravel
+	// (EpochKeeper) when the cursor first runs (epochUnread until then), and grows by one
+	// when a relist shows the cluster behind what the sink holds.
+	epoch int
 
 	// forget, when set, forgets the sink's checkpoints of scopes no longer configured; it
 	// is called once the relist that swept them is committed (Target.Sweeps).
 	forget func(context.Context) error
 
-	synced  atomic.Bool
-	lastErr atomic.Pointer[string]
-	// Readiness: live is set once the stream is established (change.Established) and
-	// everything it emitted before is committed; liveAt is, until then, the checkpoint
-	// whose commit makes it so (0: not established yet).
-	live   atomic.Bool
-	liveAt atomic.Uint64
+	ready readiness      // what /readyz and status read, from other goroutines
+	diff  *reconcileDiff // relists: the reconcile diff, its rounds and progress
+}
 
-	diff *reconcileDiff // relists: the reconcile diff, its rounds and progress
+// epochUnread is a cursor's epoch before it read the sink's.
+const epochUnread = -1
+
+// openBatch is the batch a cursor fills until it hands it to a write.
+type openBatch struct {
+	changes []change.Change
+	bytes   int
+	first   time.Time // arrival of the oldest unwritten change, or zero
+	// travel is a time travel found (a new epoch begun): it goes with this batch.
+	travel *change.TimeTravel
+	// committedFn is called once this batch is committed.
+	committedFn func()
+}
+
+// readiness is a cursor's state as /readyz and status see it: synced once a checkpoint is
+// committed outside a relist; live once the stream is established (change.Established)
+// and everything it emitted before is committed (liveAt is, until then, the checkpoint
+// whose commit makes it so; 0: not established yet); lastErr is the last write's error,
+// nil once a write succeeds.
+type readiness struct {
+	synced  atomic.Bool
+	live    atomic.Bool
+	liveAt  atomic.Uint64
+	lastErr atomic.Pointer[string]
 }
 
 // newCursor is a cursor of target t, resolved as res, into sink s from checkpoint ck.
 func newCursor(p *Pipeline, s Sink, t Target, res change.Resource, ck change.RV, writeCtx context.Context) *cursor {
 	log := p.opts.Log.With("sink", s.Name(), "resource", res.ID())
 	c := &cursor{p: p, sink: s, res: res, committed: ck, sent: ck, pending: ck, writeCtx: writeCtx, log: log,
-		diff: newReconcileDiff(p, s, t, res, writeCtx, log)}
-	c.synced.Store(ck > 0)
+		epoch: epochUnread, diff: newReconcileDiff(p, s, t, res, writeCtx, log)}
+	c.ready.synced.Store(ck > 0)
 	return c
 }
 
@@ -70,7 +84,7 @@ func newCursor(p *Pipeline, s Sink, t Target, res change.Resource, ck change.RV,
 func (c *cursor) run(q <-chan change.Event) error {
 	defer c.diff.abandon()
 	c.diff.cut() // a relist cut short by a detach starts over on the next stream
-	if !c.epochLoaded {
+	if c.epoch == epochUnread {
 		if err := c.loadEpoch(); err != nil {
 			return err
 		}
@@ -89,7 +103,7 @@ func (c *cursor) run(q <-chan change.Event) error {
 		// sink's writes, a relist's bottleneck, start after a page rather than a batch).
 		var timerC <-chan time.Time
 		if c.dirty() && c.inflight == nil && !c.diff.underway() {
-			wait := c.p.opts.MaxWait - clk.Since(c.first)
+			wait := c.p.opts.MaxWait - clk.Since(c.next.first)
 			if wait <= 0 && len(q) == 0 {
 				// Nothing else to gather and nothing in flight: write in this goroutine.
 				// A write goroutine would only add two hand-offs per batch (to it and
@@ -133,7 +147,7 @@ func (c *cursor) run(q <-chan change.Event) error {
 		if err := c.handle(ev); err != nil {
 			return err
 		}
-		if len(c.batch) >= c.p.opts.BatchSize || c.bytes >= c.p.opts.BatchBytes || c.relistBatchDue() {
+		if len(c.next.changes) >= c.p.opts.BatchSize || c.next.bytes >= c.p.opts.BatchBytes || c.relistBatchDue() {
 			if err := c.flush(); err != nil {
 				return err
 			}
@@ -141,7 +155,7 @@ func (c *cursor) run(q <-chan change.Event) error {
 	}
 }
 
-func (c *cursor) dirty() bool { return len(c.batch) > 0 || c.pending != c.sent }
+func (c *cursor) dirty() bool { return len(c.next.changes) > 0 || c.pending != c.sent }
 
 // relistEagerBatch is how many changes of a relist go to a sink that has no write in
 // flight. A LIST outpaces the sink (which writes every object twice, into objects and
@@ -154,7 +168,7 @@ const relistEagerBatch = 500
 
 // relistBatchDue reports whether a relist's batch should go out now though it is not full.
 func (c *cursor) relistBatchDue() bool {
-	return c.diff.underway() && c.inflight == nil && len(c.batch) >= relistEagerBatch
+	return c.diff.underway() && c.inflight == nil && len(c.next.changes) >= relistEagerBatch
 }
 
 // add appends ch to the batch. Every change a sink sees passes here, so this is where
@@ -162,11 +176,11 @@ func (c *cursor) relistBatchDue() bool {
 func (c *cursor) add(ch change.Change) {
 	ch.Cluster = c.p.opts.Cluster
 	ch.Epoch = c.epoch
-	if len(c.batch) == 0 {
-		c.first = c.p.opts.Clock.Now()
+	if len(c.next.changes) == 0 {
+		c.next.first = c.p.opts.Clock.Now()
 	}
-	c.batch = append(c.batch, ch)
-	c.bytes += len(ch.Object)
+	c.next.changes = append(c.next.changes, ch)
+	c.next.bytes += len(ch.Object)
 }
 
 func (c *cursor) handle(ev change.Event) error {
@@ -181,8 +195,8 @@ func (c *cursor) handle(ev change.Event) error {
 		return c.establish()
 	case change.Progress:
 		if ev.RV > c.pending {
-			if len(c.batch) == 0 {
-				c.first = c.p.opts.Clock.Now()
+			if len(c.next.changes) == 0 {
+				c.next.first = c.p.opts.Clock.Now()
 			}
 			c.pending = ev.RV
 		}
@@ -211,7 +225,7 @@ func (c *cursor) handle(ev change.Event) error {
 			report()
 			return nil
 		}
-		c.committedFn = report
+		c.next.committedFn = report
 		return c.flush()
 	}
 	return nil
@@ -224,9 +238,9 @@ func (c *cursor) handle(ev change.Event) error {
 // the changes join the batch.
 func (c *cursor) apply(s diffStep) {
 	if tt := s.travel; tt != nil {
-		c.epoch, c.travel, c.pending = tt.Epoch, tt, 0
-		for i := range c.batch {
-			c.batch[i].Epoch = c.epoch
+		c.epoch, c.next.travel, c.pending = tt.Epoch, tt, 0
+		for i := range c.next.changes {
+			c.next.changes[i].Epoch = c.epoch
 		}
 	}
 	if s.to > c.pending {
@@ -240,7 +254,7 @@ func (c *cursor) apply(s diffStep) {
 // establish records that the stream is established: the cursor is live (ready) once
 // what was handled before is committed.
 func (c *cursor) establish() error {
-	if c.live.Load() {
+	if c.ready.live.Load() {
 		return nil
 	}
 	// The write under way may be the last for a while (a quiet resource): wait for it
@@ -249,17 +263,18 @@ func (c *cursor) establish() error {
 		return err
 	}
 	if !c.dirty() && c.committed > 0 {
-		c.live.Store(true)
+		c.ready.live.Store(true)
 		return nil
 	}
 	// What is handled and not yet written goes with a later write, which makes the
 	// cursor live once it commits liveAt (set before that write starts).
-	c.liveAt.Store(uint64(max(c.pending, 1)))
+	c.ready.liveAt.Store(uint64(max(c.pending, 1)))
 	return nil
 }
 
-// loadEpoch reads the epoch of the sink's checkpoint, when the sink keeps one.
+// loadEpoch reads the epoch of the sink's checkpoint, when the sink keeps one (else 0).
 func (c *cursor) loadEpoch() error {
+	c.epoch = 0
 	k, ok := c.sink.(EpochKeeper)
 	if ok {
 		err := retry.Do(c.writeCtx, c.p.opts.Backoff, c.log, "read epoch", func(ctx context.Context) (err error) {
@@ -267,10 +282,10 @@ func (c *cursor) loadEpoch() error {
 			return err
 		})
 		if err != nil {
+			c.epoch = epochUnread
 			return fmt.Errorf("sink %s: read epoch of %s: %w", c.sink.Name(), c.res.ID(), err)
 		}
 	}
-	c.epochLoaded = true
 	return nil
 }
 
@@ -291,19 +306,19 @@ func (c *cursor) flushMode(now bool) error {
 	}
 	// Until a relist ends, its batches keep the old checkpoint (pending does not move
 	// during a relist): a crash part-way relists again.
-	b := change.Batch{Resource: c.res, Changes: c.batch, Checkpoint: c.pending, Epoch: c.epoch, TimeTravel: c.travel,
+	b := change.Batch{Resource: c.res, Changes: c.next.changes, Checkpoint: c.pending, Epoch: c.epoch, TimeTravel: c.next.travel,
 		ClusterUID: c.p.opts.ClusterUID}
-	c.travel = nil
+	c.next.travel = nil
 	relisting := c.diff.underway()
 	c.sent = c.pending
 	// The next batch is sized after this one: a relist's batches reach thousands of
 	// changes, and a steady watch's one or two must not each allocate (and zero) a slice
 	// that large — that was 8–10% of the daemon's CPU at 200 changes/s.
-	c.batch = make([]change.Change, 0, min(c.p.opts.BatchSize, max(minBatchCap, 2*len(b.Changes))))
-	c.bytes = 0
-	c.first = time.Time{}
-	committed := c.committedFn
-	c.committedFn = nil
+	c.next.changes = make([]change.Change, 0, min(c.p.opts.BatchSize, max(minBatchCap, 2*len(b.Changes))))
+	c.next.bytes = 0
+	c.next.first = time.Time{}
+	committed := c.next.committedFn
+	c.next.committedFn = nil
 	if now {
 		err := c.write(c.prepare(b), b, relisting)
 		if err == nil && committed != nil {
@@ -360,14 +375,14 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 			}
 			m.SinkError(c.sink.Name(), class)
 			msg := err.Error()
-			c.lastErr.Store(&msg)
+			c.ready.lastErr.Store(&msg)
 		}
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sink %s: write %d changes of %s: %w", c.sink.Name(), len(b.Changes), c.res.ID(), err)
 	}
-	c.lastErr.Store(nil)
+	c.ready.lastErr.Store(nil)
 	now := clk.Now()
 	sink, res := c.sink.Name(), c.res.ID()
 	m.BatchWritten(sink, res, len(b.Changes), now.Sub(start))
@@ -397,11 +412,11 @@ func (c *cursor) write(do func(context.Context) error, b change.Batch, relisting
 		}
 		c.forget = nil
 	}
-	if at := c.liveAt.Load(); at != 0 && uint64(c.committed) >= at && !relisting {
-		c.live.Store(true)
+	if at := c.ready.liveAt.Load(); at != 0 && uint64(c.committed) >= at && !relisting {
+		c.ready.live.Store(true)
 	}
 	if c.committed > 0 && !relisting {
-		c.synced.Store(true)
+		c.ready.synced.Store(true)
 		m.Checkpoint(sink, res, c.committed, now)
 	}
 	c.diff.progress.wrote(b, relisting)

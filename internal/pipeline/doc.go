@@ -12,7 +12,7 @@
 // printing what the sink holds and its checkpoint. Real targets come from internal/source
 // (source.Feed), real sinks from internal/sinks/..., which internal/sinks/sinktest checks.
 //
-// Guarantees this package provides (README.md "Guarantees", docs/architecture.md):
+// Guarantees this package provides (docs/guarantees.md, docs/architecture.md):
 //   - Per resource, changes reach each sink in watch order; a batch is written whole or
 //     retried whole (sinks are idempotent), and the checkpoint a batch carries never
 //     passes a change that is not in that batch or an earlier one.

@@ -252,15 +252,15 @@ func (p *Pipeline) Ready() error {
 			notReady = errors.New("starting")
 		default:
 			for _, c := range st.cursors {
-				if !c.synced.Load() {
+				if !c.ready.synced.Load() {
 					notReady = fmt.Errorf("sink %s: %s not synced yet", c.sink.Name(), c.res.ID())
 					break
 				}
-				if !c.live.Load() {
+				if !c.ready.live.Load() {
 					notReady = fmt.Errorf("sink %s: %s: the stream has not resumed from its checkpoint yet", c.sink.Name(), c.res.ID())
 					break
 				}
-				if err := c.lastErr.Load(); err != nil {
+				if err := c.ready.lastErr.Load(); err != nil {
 					notReady = fmt.Errorf("sink %s: %s: %v", c.sink.Name(), c.res.ID(), *err)
 					break
 				}

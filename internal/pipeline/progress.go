@@ -144,7 +144,7 @@ func (s *syncedLog) check(p *Pipeline) {
 			return
 		}
 		for _, c := range cursors {
-			if !c.synced.Load() || c.diff.progress.relisting() {
+			if !c.ready.synced.Load() || c.diff.progress.relisting() {
 				return
 			}
 		}

@@ -125,8 +125,9 @@ func (d *reconcileDiff) listed(ev change.Event) diffStep {
 	d.stats.listed++
 	// Versions compare within an epoch only: a version the sink holds from an earlier
 	// epoch is rewritten (a restored etcd issues its RVs again, for other contents).
-	sameEpoch := ok && held.Epoch == d.epoch
-	if sameEpoch && held.UID == ch.UID && held.RV == ch.RV {
+	order, sameEpoch := d.version(ch.RV).CompareInEpoch(held.Version())
+	sameObject := ok && sameEpoch && held.UID == ch.UID
+	if sameObject && order == 0 {
 		// The sink holds this version: rewritten only when its copy was edited behind
 		// kube-cdc's back (drift), or when a full relist was asked for.
 		if held.Drifted && !d.travelled {
@@ -140,7 +141,7 @@ func (d *reconcileDiff) listed(ev change.Event) diffStep {
 		d.out = s.changes
 		return s
 	}
-	if sameEpoch && held.UID == ch.UID && ch.RV < held.RV {
+	if sameObject && order < 0 {
 		// A LIST at or past the checkpoint shows every object at or past the version the
 		// sink holds; an older version of the same object is the cluster gone back.
 		if tt := d.travel(change.TimeTravel{Reason: change.TravelObjectWentBack, ListRV: ch.ListRV, Key: ch.Key, HeldRV: held.RV}); tt != nil {
@@ -173,15 +174,18 @@ func (d *reconcileDiff) driftOf(ch change.Change, held change.Entry, ok bool) in
 	if d.from == 0 || d.travelled || ch.RV > d.from {
 		return -1
 	}
-	switch {
-	case !ok:
+	if !ok {
 		return kindMissing
-	case held.Epoch != d.epoch:
-		return -1
-	case held.UID != ch.UID || held.RV < ch.RV:
+	}
+	if order, sameEpoch := held.Version().CompareInEpoch(d.version(ch.RV)); sameEpoch && (held.UID != ch.UID || order < 0) {
 		return kindStale
 	}
 	return -1
+}
+
+// version is rv's position in the epoch the relist under way writes in.
+func (d *reconcileDiff) version(rv change.RV) change.Version {
+	return change.Version{Epoch: d.epoch, RV: rv}
 }
 
 // end ends the diff at the LIST's RV, where the checkpoint moves. Each key the sink
@@ -242,7 +246,12 @@ func (d *reconcileDiff) end(listRV change.RV) diffStep {
 // object in this target's scope reaches its stream after the LIST (above listRV), so the
 // LIST's RV orders the delete before its create.
 func (d *reconcileDiff) endRV(listRV change.RV, held change.Entry, p change.Presence) change.RV {
-	if p.UID == "" || p.UID == held.UID || !p.InScope || p.Here || held.Epoch != d.epoch || held.RV+1 >= listRV {
+	if p.UID == "" || p.UID == held.UID || !p.InScope || p.Here {
+		return listRV
+	}
+	// Just above the held version only when that is below the LIST's, in one epoch.
+	above := change.Version{Epoch: held.Epoch, RV: held.RV + 1}
+	if order, sameEpoch := above.CompareInEpoch(d.version(listRV)); !sameEpoch || order >= 0 {
 		return listRV
 	}
 	return held.RV + 1

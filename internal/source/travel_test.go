@@ -1,6 +1,7 @@
 package source_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
 
@@ -34,6 +36,40 @@ func TestAStreamFromAnRVTheServerHasNotReachedRelistsInsteadOfWaiting(t *testing
 	for _, w := range e.requests.watches("configmaps") {
 		if parseRV(t, w.Query.Get("resourceVersion")) >= future {
 			t.Errorf("a watch was opened from the future RV %s", w.Query.Get("resourceVersion"))
+		}
+	}
+}
+
+// An apiserver restarting on a restored etcd answers 503 (or refuses connections) for a
+// while. A probe it leaves unanswered must not let the watch open unchecked from an RV the
+// restored server has not reached (answered, after a wait, as history expired, by when the
+// server's own writes may have passed the checkpoint: the restore passes unseen): the
+// probe fails like a watch, and is asked again after the backoff.
+func TestAProbeTheServerLeavesUnansweredIsAskedAgainBeforeAnyWatchOpens(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	cm := e.configMap("", "present", nil)
+	future := parseRV(t, cm.ResourceVersion) + 1_000_000
+	log := &requestLog{}
+	log.fail = func(r *request) int {
+		if r.isProbe() && len(log.matching((*request).isProbe)) <= 2 {
+			return http.StatusServiceUnavailable // the first two probes
+		}
+		return 0
+	}
+	s := e.stream(e.configMaps())
+	s.Clients = e.clientsFor(e.kube.Config, log)
+	s.Backoff = retry.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
+	r := e.run(s, future, nil)
+	evs := r.waitFor(e, "a relist", relistEnded(1))
+	if end, _ := last(evs, change.RelistEnd); end.RV >= future {
+		t.Errorf("relisted at RV %d, want the server's present, below %d", end.RV, future)
+	}
+	if n := len(log.matching((*request).isProbe)); n < 3 {
+		t.Errorf("%d probes, want the two unanswered and one answered at least", n)
+	}
+	for _, w := range log.watches("configmaps") {
+		if parseRV(t, w.Query.Get("resourceVersion")) >= future {
+			t.Errorf("a watch was opened from the future RV %s after an unanswered probe", w.Query.Get("resourceVersion"))
 		}
 	}
 }

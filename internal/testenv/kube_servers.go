@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	apiserverReadyTimeout = 2 * time.Minute
+	apiserverReadyTimeout = 4 * time.Minute
 	etcdReadyTimeout      = 30 * time.Second
 )
 

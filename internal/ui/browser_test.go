@@ -20,7 +20,7 @@ import (
 )
 
 // screenshotsToDocs, set to any value, makes the browser test copy its timeline and
-// object screenshots into docs/img/ (the README's pictures).
+// object screenshots into docs/img/ (docs/reading.md's pictures).
 const screenshotsToDocs = "KUBE_CDC_UI_SCREENSHOTS_TO_DOCS"
 
 // chromium finds a Chromium or Chrome binary; the test fails, saying how to install

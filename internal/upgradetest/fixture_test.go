@@ -229,7 +229,7 @@ audit:
 func pgBin(t *testing.T) string {
 	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
 	if len(m) == 0 {
-		t.Fatal("no /usr/lib/postgresql/*/bin/pg_dump: install the PostgreSQL server binaries (README, Development)")
+		t.Fatal("no /usr/lib/postgresql/*/bin/pg_dump: install the PostgreSQL server binaries (docs/development.md)")
 	}
 	return filepath.Dir(m[len(m)-1])
 }

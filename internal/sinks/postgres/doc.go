@@ -6,7 +6,7 @@
 //
 //   - Both or neither. A batch's objects rows, its changes rows and its checkpoint commit in
 //     one transaction, so after a crash the checkpoint says exactly what the tables hold
-//     (effectively-once delivery, README.md "Guarantees").
+//     (effectively-once delivery, docs/guarantees.md).
 //   - Idempotence. Writing a batch again inserts no changes row twice (one row per key,
 //     epoch, RV and op: since changes is partitioned by time, migration 012, no UNIQUE key
 //     can say it, so the insert asks changes unless the key's objects row proves the change

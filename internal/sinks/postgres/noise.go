@@ -6,7 +6,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
 
-// Noise control (README.md, "Noise control for history"; internal/ignorepaths): a watch
+// Noise control (docs/reading.md, "Noise control for history"; internal/ignorepaths): a watch
 // update whose differences from the previous version of the same uid all lie under the
 // resource's ignore paths updates objects but adds no changes row. skipNoiseSQL
 // (statements.go) decides in the write's transaction, against the objects row the upsert

@@ -1,7 +1,7 @@
 // Package sinktest is the conformance suite every sink passes, in the spirit of Conduit's
 // connector acceptance test: Run writes batches through the sink contract alone (Write,
 // or Prepare where the sink has it; Checkpoint; KeyIndex; Close), and checks what the sink
-// then durably holds against the contract README.md's "Guarantees" table promises:
+// then durably holds against the contract docs/guarantees.md's table promises:
 //
 //   - a written batch is in the key index and the checkpoint;
 //   - writing a batch again (a retry whose outcome was unknown) changes neither;

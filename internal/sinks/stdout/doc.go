@@ -3,7 +3,7 @@
 // docs/contract.md, "Kafka records"), written to an io.Writer (standard output in
 // kube-cdc run).
 //
-// Delivery is at least once, ordered per resource (README.md "Guarantees"). A delete is
+// Delivery is at least once, ordered per resource (docs/guarantees.md). A delete is
 // one line with op "d" and the last state in "before"; there is no tombstone line. With a
 // checkpoint store the sink resumes where it stopped; without one it relists and writes a
 // snapshot at every start.

@@ -153,6 +153,16 @@ func TestAStatementCutOffWhileItWaitsFailsAndTheNextRunsOnANewConnection(t *test
 			}
 			t.Logf("Exec: %v", err)
 			blocker.Close(context.Background())
+			// The cut statement never commits: left to wait, it would take the lock now
+			// and insert its row beside the caller's retry (1d8d366).
+			waitNoOtherActive(t, dsn)
+			var cut int
+			if err := pool.QueryRow(testCtx(t), `SELECT count(*) FROM t WHERE k = 2`).Scan(&cut); err != nil {
+				t.Fatal(err)
+			}
+			if cut != 0 {
+				t.Errorf("the cut statement's row was inserted once the lock was released")
+			}
 
 			if err := e.Exec(testCtx(t), "insert_t", insert, []any{3, "c"}); err != nil {
 				t.Fatalf("the statement after the cut one: %v", err)
@@ -166,6 +176,31 @@ func TestAStatementCutOffWhileItWaitsFailsAndTheNextRunsOnANewConnection(t *test
 				t.Errorf("the cut statement's connection (backend %d) is still in the pool", pid)
 			}
 		})
+	}
+}
+
+// waitNoOtherActive waits until no other session of dsn's database runs a statement.
+func waitNoOtherActive(t *testing.T, dsn string) {
+	t.Helper()
+	watcher, err := pgx.Connect(testCtx(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var active int
+		if err := watcher.QueryRow(testCtx(t), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'`).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if active == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("another session still runs a statement")
+		}
+		time.Sleep(20 * time.Millisecond) // the poll interval
 	}
 }
 
