@@ -20,6 +20,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/bench/internal/historygen"
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
 
@@ -182,7 +183,7 @@ func historyAtScale(b *testing.B) {
 	quiet := steadyWrites(b, sink, 10*time.Second, nil)
 	now := time.Now().UTC()
 	cutoff := time.Date(now.Year(), now.Month()-11, 1, 0, 0, 0, 0, time.UTC)
-	var ret postgres.RetentionResult
+	var ret schema.RetentionResult
 	var retTook time.Duration
 	busy := steadyWrites(b, sink, 10*time.Second, func() {
 		start := time.Now()
@@ -343,11 +344,11 @@ func BenchmarkPartitionChanges(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var steps []postgres.PartitionStep
+		var steps []schema.PartitionStep
 		var total time.Duration
 		writes := steadyWrites(b, sink, 0, func() {
 			start := time.Now()
-			if _, err := postgres.PartitionChanges(ctx, dsn, "kube_cdc", func(st postgres.PartitionStep) { steps = append(steps, st) }); err != nil {
+			if _, err := schema.PartitionChanges(ctx, dsn, "kube_cdc", func(st schema.PartitionStep) { steps = append(steps, st) }); err != nil {
 				b.Error(err)
 			}
 			total = time.Since(start)
@@ -374,7 +375,7 @@ func BenchmarkPartitionChanges(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		if _, err := postgres.Migrate(ctx, dsn, "kube_cdc"); err != nil {
+		if _, err := schema.Migrate(ctx, dsn, "kube_cdc"); err != nil {
 			b.Fatal(err)
 		}
 		fmt.Printf("bench: migration: automatic migration 012 copying 100,000 rows: %v (all of it under an exclusive lock)\n",
@@ -394,7 +395,7 @@ func applyMigrationsBefore012(b *testing.B, dsn string) {
 // was.
 func migrateBefore(b *testing.B, dsn, stop string) {
 	ctx := context.Background()
-	if _, err := postgres.MigrateBefore(ctx, dsn, "kube_cdc", stop); err != nil {
+	if _, err := schema.MigrateBefore(ctx, dsn, "kube_cdc", stop); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := connect(b, dsn).Exec(ctx, `ALTER TABLE kube_cdc.changes ADD COLUMN IF NOT EXISTS changed text[];

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	pgschema "github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -118,9 +118,9 @@ func (p plan) apply(ctx context.Context, dsn string, f migrations.File) error {
 	var applied []string
 	var err error
 	if i == len(p.files)-1 {
-		applied, err = postgres.Migrate(ctx, dsn, schema)
+		applied, err = pgschema.Migrate(ctx, dsn, schema)
 	} else {
-		applied, err = postgres.MigrateBefore(ctx, dsn, schema, p.files[i+1].Version)
+		applied, err = pgschema.MigrateBefore(ctx, dsn, schema, p.files[i+1].Version)
 	}
 	if err == nil && !slices.Equal(applied, []string{f.Version}) {
 		err = fmt.Errorf("applied %v, want %s alone", applied, f.Version)
@@ -146,7 +146,7 @@ func benchmarkMigrations(b *testing.B) {
 	p := readPlan(b)
 	rows := rowsWanted(b)
 	dsn := pg.NewDatabase(b)
-	if _, err := postgres.MigrateBefore(ctx, dsn, schema, p.calibrate.Version); err != nil {
+	if _, err := pgschema.MigrateBefore(ctx, dsn, schema, p.calibrate.Version); err != nil {
 		b.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, dsn)

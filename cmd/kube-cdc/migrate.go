@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 func newMigrateCmd() *cobra.Command {
@@ -23,7 +23,7 @@ func newMigrateCmd() *cobra.Command {
 			var err error
 			if partitionChanges {
 				out := cmd.OutOrStdout()
-				applied, err = postgres.PartitionChanges(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema, func(st postgres.PartitionStep) {
+				applied, err = schema.PartitionChanges(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema, func(st schema.PartitionStep) {
 					lock := ""
 					if st.Exclusive {
 						lock = " (exclusive lock)"
@@ -31,7 +31,7 @@ func newMigrateCmd() *cobra.Command {
 					fmt.Fprintf(out, "%s: %s: %s%s\n", s.Name, st.Name, st.Took.Round(1e6), lock)
 				})
 			} else {
-				applied, err = postgres.Migrate(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema)
+				applied, err = schema.Migrate(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema)
 			}
 			if err != nil {
 				return fmt.Errorf("sink %s: %w", s.Name, err)

@@ -24,7 +24,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/ui"
@@ -176,12 +176,12 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		// (`status` opens sinks without claiming). Under leader election the lease fences
 		// already, and the old leader's session may outlive its lease: a new leader writes
 		// at once and takes the lock when it comes free.
-		policy := postgres.ClaimOrRefuse
+		policy := writerlock.OrRefuse
 		switch {
 		case cfg.LeaderElection.Enabled:
-			policy = postgres.ClaimFenced
+			policy = writerlock.Fenced
 		case opts.wait:
-			policy = postgres.ClaimOrWait
+			policy = writerlock.OrWait
 		}
 		for _, s := range sinks {
 			if c, ok := s.(writerClaimer); ok {
@@ -281,7 +281,7 @@ func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
 
 // writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
 type writerClaimer interface {
-	ClaimWriter(ctx context.Context, policy postgres.ClaimPolicy) error
+	ClaimWriter(ctx context.Context, policy writerlock.Policy) error
 }
 
 func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {

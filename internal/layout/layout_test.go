@@ -145,6 +145,31 @@ func rules() []rule {
 			why:    "internal/moment imports nothing of the project",
 		},
 		{
+			// How kube-cdc connects to PostgreSQL and judges its errors: below every
+			// PostgreSQL part, so it imports none of them.
+			pkgs:   under("internal/sinks/postgres/dial"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) && !own("internal/retry")(d) },
+			why:    "internal/sinks/postgres/dial imports nothing of the project but retry",
+		},
+		{
+			// The schema's owner (migrations, partitions, retention, statistics) knows
+			// nothing of changes or of the sink that writes rows into it.
+			pkgs: under("internal/sinks/postgres/schema"),
+			banned: func(d string) bool {
+				return strings.HasPrefix(d, module) && !own("internal/sinks/postgres/dial")(d) && !own("internal/retry")(d) &&
+					!own("internal/version")(d) && !own("migrations")(d)
+			},
+			why: "internal/sinks/postgres/schema imports only dial, retry, version and migrations",
+		},
+		{
+			// The writer lock knows sessions and advisory locks, not changes or tables.
+			pkgs: under("internal/sinks/postgres/writerlock"),
+			banned: func(d string) bool {
+				return strings.HasPrefix(d, module) && !own("internal/sinks/postgres/dial")(d) && !own("internal/retry")(d)
+			},
+			why: "internal/sinks/postgres/writerlock imports only dial and retry",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",

@@ -130,125 +130,101 @@ type SignalsDenial struct {
 // on a fresh registry.
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	m.changes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "changes_total",
-		Help: "Changes a sink acknowledged, by sink, resource and op (create, update, delete).",
-	}, []string{"sink", "resource", "op"})
-	m.batchSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "batch_size",
-		Help:    "Changes per batch written to a sink.",
-		Buckets: prometheus.ExponentialBuckets(1, 4, 8), // 1 … 16384
-	}, []string{"sink", "resource"})
-	m.writeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "sink_write_seconds",
-		Help:    "Time a sink took to write and acknowledge one batch.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12), // 1ms … ~24s
-	}, []string{"sink", "resource"})
-	m.lag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "lag_seconds",
-		Help: "Time from kube-cdc receiving an event to the sink acknowledging it.",
-		// 1ms … 60s: sub-10ms is normal for a healthy Postgres, tens of seconds means a
-		// sink outage or a backlog.
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-	}, []string{"sink", "resource"})
-	m.relists = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "relists_total",
-		Help: "Full LISTs of a resource (at start without a checkpoint, after 410 Gone).",
-	}, []string{"resource"})
-	m.gone = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "gone_total",
-		Help: "Watches answered 410 Gone (resource version too old), each forcing a relist.",
-	}, []string{"resource"})
-	m.watchRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "watch_restarts_total",
-		Help: "Watches reopened from the last resource version (closed by the server, network errors).",
-	}, []string{"resource"})
-	m.sinkErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "sink_errors_total",
-		Help: "Failed sink writes by class: retryable (written again after a backoff) or terminal (the sink stops).",
-	}, []string{"sink", "class"})
-	m.checkpointRV = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "checkpoint_resource_version",
-		Help: "Resource version up to which the sink durably holds every change of the resource.",
-	}, []string{"sink", "resource"})
-	m.checkpointTS = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "checkpoint_timestamp_seconds",
-		Help: "Unix time the checkpoint last advanced; checkpoint age is time() - this. Bookmarks advance it on a quiet resource.",
-	}, []string{"sink", "resource"})
-	m.keyIndexSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "key_index_size",
-		Help: "Live objects in the key index the reconcile diff compares a relist against.",
-	}, []string{"sink", "resource"})
+	d := declare{m.reg}
+	m.changes = d.counters("changes_total", []string{"sink", "resource", "op"},
+		"Changes a sink acknowledged, by sink, resource and op (create, update, delete).")
+	m.batchSize = d.histograms("batch_size", []string{"sink", "resource"},
+		prometheus.ExponentialBuckets(1, 4, 8), // 1 … 16384
+		"Changes per batch written to a sink.")
+	m.writeSeconds = d.histograms("sink_write_seconds", []string{"sink", "resource"},
+		prometheus.ExponentialBuckets(0.001, 2.5, 12), // 1ms … ~24s
+		"Time a sink took to write and acknowledge one batch.")
+	// 1ms … 60s: sub-10ms is normal for a healthy Postgres, tens of seconds means a
+	// sink outage or a backlog.
+	m.lag = d.histograms("lag_seconds", []string{"sink", "resource"},
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		"Time from kube-cdc receiving an event to the sink acknowledging it.")
+	m.relists = d.counters("relists_total", []string{"resource"},
+		"Full LISTs of a resource (at start without a checkpoint, after 410 Gone).")
+	m.gone = d.counters("gone_total", []string{"resource"},
+		"Watches answered 410 Gone (resource version too old), each forcing a relist.")
+	m.watchRestarts = d.counters("watch_restarts_total", []string{"resource"},
+		"Watches reopened from the last resource version (closed by the server, network errors).")
+	m.sinkErrors = d.counters("sink_errors_total", []string{"sink", "class"},
+		"Failed sink writes by class: retryable (written again after a backoff) or terminal (the sink stops).")
+	m.checkpointRV = d.gauges("checkpoint_resource_version", []string{"sink", "resource"},
+		"Resource version up to which the sink durably holds every change of the resource.")
+	m.checkpointTS = d.gauges("checkpoint_timestamp_seconds", []string{"sink", "resource"},
+		"Unix time the checkpoint last advanced; checkpoint age is time() - this. Bookmarks advance it on a quiet resource.")
+	m.keyIndexSize = d.gauges("key_index_size", []string{"sink", "resource"},
+		"Live objects in the key index the reconcile diff compares a relist against.")
 
-	m.historySkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "history_skipped_total",
-		Help: "Changes a PostgreSQL sink wrote to objects but not to changes: only ignored paths (resources[].history.ignorePaths) changed.",
-	}, []string{"sink", "resource"})
-	m.quarantined = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "quarantined_total",
-		Help: "Changes a sink could not store (e.g. JSON PostgreSQL rejects) and put in quarantine instead; the stream went on.",
-	}, []string{"sink", "resource"})
+	m.historySkipped = d.counters("history_skipped_total", []string{"sink", "resource"},
+		"Changes a PostgreSQL sink wrote to objects but not to changes: only ignored paths (resources[].history.ignorePaths) changed.")
+	m.quarantined = d.counters("quarantined_total", []string{"sink", "resource"},
+		"Changes a sink could not store (e.g. JSON PostgreSQL rejects) and put in quarantine instead; the stream went on.")
 
-	m.timeTravels = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "time_travels_total",
-		Help: "Relists that found the cluster behind what the sink holds (an etcd restore, a cluster rebuilt under the same name) and started a new epoch, by reason (list-below-checkpoint, object-went-back).",
-	}, []string{"sink", "resource", "reason"})
+	m.timeTravels = d.counters("time_travels_total", []string{"sink", "resource", "reason"},
+		"Relists that found the cluster behind what the sink holds (an etcd restore, a cluster rebuilt under the same name) and started a new epoch, by reason (list-below-checkpoint, object-went-back).")
 
-	m.drift = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "drift_total",
-		Help: "Objects a relist (a resync, a resnapshot, a restart) found the sink holding otherwise than the cluster, beyond what changed since the sink's checkpoint, and repaired, by kind: missing (the sink lacked it), extra (the sink held a deleted object; resync and resnapshot only), stale (an older version), edited (a row changed behind kube-cdc's back).",
-	}, []string{"sink", "resource", "kind"})
-	m.reg.MustRegister(m.drift)
+	m.drift = d.counters("drift_total", []string{"sink", "resource", "kind"},
+		"Objects a relist (a resync, a resnapshot, a restart) found the sink holding otherwise than the cluster, beyond what changed since the sink's checkpoint, and repaired, by kind: missing (the sink lacked it), extra (the sink held a deleted object; resync and resnapshot only), stale (an older version), edited (a row changed behind kube-cdc's back).")
 
-	m.writers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "concurrent_writers",
-		Help: "Other kube-cdc processes holding or waiting for the PostgreSQL sink's writer lock (database, schema, cluster and sink name): a --wait standby, or an old leader's lingering session.",
-	}, []string{"sink"})
+	m.writers = d.gauges("concurrent_writers", []string{"sink"},
+		"Other kube-cdc processes holding or waiting for the PostgreSQL sink's writer lock (database, schema, cluster and sink name): a --wait standby, or an old leader's lingering session.")
 
-	m.degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "resource_degraded",
-		Help: "1 while a resource (one scope of it) does not stream, with the reason (forbidden, unauthorized, not served, invalid resource version, discovery failed); the series goes away when it streams again. The other resources stream on.",
-	}, []string{"resource", "scope", "reason"})
-	m.degradedCount = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "degraded_resources",
-		Help: "Resources (scopes of them) that do not stream now; kube_cdc_resource_degraded names them.",
-	})
+	m.degraded = d.gauges("resource_degraded", []string{"resource", "scope", "reason"},
+		"1 while a resource (one scope of it) does not stream, with the reason (forbidden, unauthorized, not served, invalid resource version, discovery failed); the series goes away when it streams again. The other resources stream on.")
+	m.degradedCount = d.gauge("degraded_resources",
+		"Resources (scopes of them) that do not stream now; kube_cdc_resource_degraded names them.")
 	m.degradedBy = map[[2]string]Degradation{}
 
-	m.accessDenied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "resource_access_denied",
-		Help: "1 while the periodic access review (kubernetes.accessCheckInterval) finds a verb a resource (one scope of it) is read with (list, watch) denied: it streams on until its watch is re-opened, which will then fail. The series goes away when the verb is allowed again.",
-	}, []string{"resource", "scope", "verb"})
+	m.accessDenied = d.gauges("resource_access_denied", []string{"resource", "scope", "verb"},
+		"1 while the periodic access review (kubernetes.accessCheckInterval) finds a verb a resource (one scope of it) is read with (list, watch) denied: it streams on until its watch is re-opened, which will then fail. The series goes away when the verb is allowed again.")
 	m.deniedBy = map[[2]string]AccessDenial{}
 
-	m.signalsDenied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "signals_access_denied",
-		Help: "1 while the leader may not use a verb (get, list, watch, update) on the signal ConfigMap (<leaderElection.name>-signals), by verb: resnapshot requests are not answered. Asked at start and every kubernetes.accessCheckInterval; the series goes away when the verb is allowed again.",
-	}, []string{"configmap", "verb"})
+	m.signalsDenied = d.gauges("signals_access_denied", []string{"configmap", "verb"},
+		"1 while the leader may not use a verb (get, list, watch, update) on the signal ConfigMap (<leaderElection.name>-signals), by verb: resnapshot requests are not answered. Asked at start and every kubernetes.accessCheckInterval; the series goes away when the verb is allowed again.")
 
-	m.relistCauses = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "relist_reasons_total",
-		Help: "Relists by reason (start: no checkpoint; gone: 410 Gone, after a random delay up to kubernetes.relistJitter; time-travel) and how they read the collection (stream or paged).",
-	}, []string{"resource", "reason", "mode"})
-	m.relistListed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "relist_listed_objects",
-		Help: "Objects the relist under way (or the last one) of a resource has listed so far.",
-	}, []string{"resource"})
+	m.relistCauses = d.counters("relist_reasons_total", []string{"resource", "reason", "mode"},
+		"Relists by reason (start: no checkpoint; gone: 410 Gone, after a random delay up to kubernetes.relistJitter; time-travel) and how they read the collection (stream or paged).")
+	m.relistListed = d.gauges("relist_listed_objects", []string{"resource"},
+		"Objects the relist under way (or the last one) of a resource has listed so far.")
 
-	m.streamingG = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "streaming",
-		Help: "1 while this process streams (it holds the lease, or runs without leader election), 0 while it starts or waits for the lease as a standby: across the replicas of one deployment, exactly one should be 1.",
-	})
+	m.streamingG = d.gauge("streaming",
+		"1 while this process streams (it holds the lease, or runs without leader election), 0 while it starts or waits for the lease as a standby: across the replicas of one deployment, exactly one should be 1.")
 
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.batchSize, m.writeSeconds, m.lag, m.relists, m.gone, m.watchRestarts,
-		m.sinkErrors, m.checkpointRV, m.checkpointTS, m.keyIndexSize, m.quarantined, m.historySkipped, m.timeTravels,
-		m.writers, m.degraded, m.degradedCount, m.accessDenied, m.signalsDenied, m.relistCauses, m.relistListed, m.streamingG,
-	)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.audit = newAuditSeries(m.reg)
 	return m
+}
+
+// declare makes the series of one registry, each registered as it is made, under the
+// kube_cdc_ prefix: the one place a series' options are written.
+type declare struct{ reg *prometheus.Registry }
+
+func (d declare) counters(name string, labels []string, help string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	d.reg.MustRegister(c)
+	return c
+}
+
+func (d declare) gauges(name string, labels []string, help string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	d.reg.MustRegister(g)
+	return g
+}
+
+func (d declare) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
+	d.reg.MustRegister(g)
+	return g
+}
+
+func (d declare) histograms(name string, labels []string, buckets []float64, help string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
+	d.reg.MustRegister(h)
+	return h
 }
 
 // Registry is the registry the series live on, for tests and for adding collectors.

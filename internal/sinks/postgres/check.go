@@ -8,11 +8,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
 
@@ -26,7 +27,7 @@ import (
 func Check(ctx context.Context, name, cluster string, o Options, log *slog.Logger) (string, error) {
 	migrate := o.Migrate
 	o.Migrate = false // check changes nothing
-	s, openErr := dial(ctx, name, cluster, o, log)
+	s, openErr := openSink(ctx, name, cluster, o, log)
 	if openErr == nil {
 		openErr = s.Close()
 	}
@@ -74,32 +75,25 @@ var (
 )
 
 func probePostgres(ctx context.Context, dsn, schema string) (*pgState, error) {
-	ccfg, err := pgx.ParseConfig(dsn)
+	conn, password, err := dial.Connect(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse the PostgreSQL DSN: %s", ScrubPassword(err.Error(), ""))
-	}
-	if ccfg.ConnectTimeout == 0 {
-		ccfg.ConnectTimeout = 10 * time.Second
-	}
-	conn, err := pgx.ConnectConfig(ctx, ccfg)
-	if err != nil {
-		return nil, errors.New(ScrubPassword(err.Error(), ccfg.Password))
+		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st, err := readPGState(ctx, conn, schema)
 	if err != nil {
-		return nil, fmt.Errorf("read the role's privileges: %s", ScrubPassword(err.Error(), ccfg.Password))
+		return nil, fmt.Errorf("read the role's privileges: %s", dial.ScrubPassword(err.Error(), password))
 	}
 	return st, nil
 }
 
-func readPGState(ctx context.Context, conn *pgx.Conn, schema string) (*pgState, error) {
+func readPGState(ctx context.Context, conn *pgx.Conn, name string) (*pgState, error) {
 	st := &pgState{tables: map[string]pgTable{}}
 	// By OID throughout: a lookup by name would itself fail without USAGE on the schema.
 	var nsp *uint32
 	if err := conn.QueryRow(ctx, `SELECT current_user, current_database(),
 			has_database_privilege(current_database(), 'CREATE'), has_database_privilege(current_database(), 'TEMP'),
-			(SELECT oid FROM pg_namespace WHERE nspname = $1)`, schema).
+			(SELECT oid FROM pg_namespace WHERE nspname = $1)`, name).
 		Scan(&st.role, &st.database, &st.createDB, &st.tempDB, &nsp); err != nil {
 		return nil, err
 	}
@@ -147,11 +141,7 @@ func readPGState(ctx context.Context, conn *pgx.Conn, schema string) (*pgState, 
 	if t, ok := st.tables["schema_migrations"]; ok && st.usage && t.privileges["SELECT"] {
 		st.migrationsReadable = true
 		st.applied = map[string]bool{}
-		rows, err := conn.Query(ctx, "SELECT version FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize())
-		if err != nil {
-			return nil, err
-		}
-		versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		versions, err := schema.AppliedVersions(ctx, conn, name)
 		if err != nil {
 			return nil, err
 		}

@@ -8,13 +8,16 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
+	"github.com/kube-cdc/kube-cdc/migrations"
 )
 
 // Check names every privilege run would miss, in one sentence, and passes once the role
 // has exactly those: it asks for nothing run does not need.
 func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t *testing.T) {
 	dsn := pg.NewDatabase(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	role, password := "checker_"+randomSuffix(), "pw-of-checker-"+randomSuffix()
@@ -80,11 +83,20 @@ func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t 
 	}
 }
 
-func TestScrubPasswordReplacesEveryPasswordGivenAndNothingForAnEmptyOne(t *testing.T) {
-	if got := ScrubPassword("user u:hunter2 at db, again hunter2; pw2 too", "hunter2", "", "pw2"); got != "user u:******** at db, again ********; ******** too" {
-		t.Errorf("got %q", got)
+// Check reads which migrations the schema has (schema_migrations) and names those run
+// would apply at start: the newest one here, which the schema lacks.
+func TestCheckNamesTheMigrationsAPartlyMigratedSchemaLacks(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	versions := migrations.Versions()
+	newest := versions[len(versions)-1]
+	if _, err := schema.MigrateBefore(testCtx(t), dsn, "kube_cdc", newest); err != nil {
+		t.Fatal(err)
 	}
-	if got := ScrubPassword("nothing to hide", ""); got != "nothing to hide" {
-		t.Errorf("an empty password changed %q", got)
+	detail, err := Check(testCtx(t), "warehouse", cluster, Options{DSN: dsn, Schema: "kube_cdc", Migrate: true, MaxConns: 1}, testLog(t))
+	if err != nil {
+		t.Fatalf("Check of a schema one migration behind, migrate: true: %v", err)
+	}
+	if want := "may read and write schema kube_cdc and apply " + newest + " at start (migrate: true)"; !strings.HasSuffix(detail, want) {
+		t.Errorf("detail %q, want it to end %q", detail, want)
 	}
 }

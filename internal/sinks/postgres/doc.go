@@ -38,9 +38,11 @@
 //     the key written to objects (or a delete) marks the row resolved (resolved_at,
 //     resolved_rv), so the table stays the record of what the changes trail lacks;
 //     Status counts the unresolved rows per resource.
-//   - Errors are classified once (classify): bad credentials, missing privileges, an
+//   - Errors are classified once (dial.Classify): bad credentials, missing privileges, an
 //     unknown database or missing tables are retry.Terminal; lost connections, restarts and
 //     timeouts are retryable. No error or log line contains the DSN's password.
+//   - One writer. A sink that streams claims its writer lock first (ClaimWriter, package
+//     writerlock); once another process took it, every Write fails with a terminal error.
 //
 // How: the batch is copied (COPY, binary) into a temporary staging table, then one
 // INSERT … SELECT DISTINCT ON (key) … ORDER BY key, rv DESC … ON CONFLICT upserts the
@@ -52,18 +54,16 @@
 // never decoded in Go. A batch of up to 64 changes skips COPY: a steady watch's batch
 // (no snapshots, quarantined changes, hard deletes or time travel) is one statement whose
 // VALUES list stands for the stage and whose data-modifying CTEs do the same writes
-// (inline.go); any other small batch is the stage insert and the statements, pipelined in
-// one round trip (writeSmall).
+// (write_inline.go); any other small batch is the stage insert and the statements,
+// pipelined in one round trip (write_small.go); a larger one is COPY (write_copy.go).
+// The statements name their parameters (@cluster, @resource, …: pgx.NamedArgs).
 //
-// History upkeep (partitions.go, retention.go): changes is partitioned by month; the sink
-// creates the months ahead (EnsurePartitions) at start and every hour, and with a
-// retention drops the months entirely older than its cutoff that no other cluster still
-// wants (the retention table), deleting its rows one chunk at a time elsewhere (Retain).
-// Both run in the background of Write, never two at a time. Statistics (analyze.go): the
-// write path's plans do not wait for them (each lookup names its row by a unique key), and
-// a COPY batch makes objects and changes due for a small background ANALYZE once a fifth
-// of their rows is new, as EnsurePartitions analyzes each partition never analyzed, so a
-// new install's first minute costs what later ones cost.
+// The schema is package schema's: New migrates through it (unless Migrate is false, when
+// it only verifies that this binary may write to the schema), and its Upkeep keeps the
+// history in shape in the background of Write, never making a write wait: the months of
+// changes ahead (EnsurePartitions, at start and every hour), retention (Retain) and
+// statistics after COPY batches. The write path's plans do not wait for statistics
+// (each lookup names its row by a unique key).
 //
 // Rows are keyed by (cluster, group, resource, namespace, name), not by scope: KeyIndex
 // returns every live object of the resource whatever scope wrote it, while checkpoints
@@ -77,8 +77,8 @@
 // Check (check.go) is what `kube-cdc check` says of the sink: it connects as run does
 // (without the retention record and the months ahead) and asks the catalogs
 // (has_*_privilege; it changes nothing) whether the role may do what run will do. Options.Validate (validate.go) is the config layer's check of the
-// sinks[].postgres keys. No message shows the DSN's password: ScrubPassword is the one
-// scrubber, for the sink's errors, Check's and Validate's.
+// sinks[].postgres keys. No message shows the DSN's password: dial.ScrubPassword is the
+// one scrubber, for the sink's errors, Check's and Validate's.
 //
 // NewAuditStore opens the audit store (internal/sinks/postgres/auditstore) on the sink's
 // database, migrating or verifying the schema first as New does; the store is a package

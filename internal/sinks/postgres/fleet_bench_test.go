@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
 
 // BenchmarkFleetWrites is one cluster's steady writes (batches of 20 updates of ~1 KB
@@ -31,7 +32,7 @@ func BenchmarkFleetWrites(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.ClaimWriter(ctx, ClaimOrRefuse); err != nil {
+				if err := s.ClaimWriter(ctx, writerlock.OrRefuse); err != nil {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { s.Close() })

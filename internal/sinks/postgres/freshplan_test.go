@@ -55,13 +55,11 @@ func TestASteadyUpdateOnAFreshDatabaseReadsOnlyItsOwnObjectsRow(t *testing.T) {
 	if !s.inlines(w) {
 		t.Fatal("one watch update is not written as a single statement: the test reads the wrong plan")
 	}
-	args := []any{s.cluster, w.res.Group, w.res.Version, w.res.Resource, w.res.Kind, false, s.name, w.res.Scope, w.checkpoint, int32(0), ""}
-	rows := &stageRows{changes: w.staged}
-	for rows.Next() {
-		v, _ := rows.Values()
-		args = append(args, v...)
+	st, err := s.inline.statement(1, true, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st := s.inline.statement(1, true, nil)
+	args := s.inlineArgs(w, st)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -46,12 +47,12 @@ func TestMigrateRecordsEachMigrationsChecksumAndTheKubeCDCThatAppliedIt(t *testi
 		want = append(want, f.Version+" "+f.SHA256+" "+version.Short())
 	}
 	// The checksum is of the file as shipped: the same whatever the schema is called.
-	for _, schema := range []string{"kube_cdc", "Other CDC"} {
-		if _, err := Migrate(testCtx(t), dsn, schema); err != nil {
+	for _, name := range []string{"kube_cdc", "Other CDC"} {
+		if _, err := schema.Migrate(testCtx(t), dsn, name); err != nil {
 			t.Fatal(err)
 		}
-		if got := appliedRows(t, dsn, schema); !slices.Equal(got, want) {
-			t.Errorf("schema %q: schema_migrations\n%s\nwant\n%s", schema, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		if got := appliedRows(t, dsn, name); !slices.Equal(got, want) {
+			t.Errorf("schema %q: schema_migrations\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
 }
@@ -86,7 +87,7 @@ func openers(t *testing.T) []opener {
 			return err
 		}},
 		{"kube-cdc migrate (Migrate)", func(dsn string) error {
-			_, err := Migrate(testCtx(t), dsn, "kube_cdc")
+			_, err := schema.Migrate(testCtx(t), dsn, "kube_cdc")
 			return err
 		}},
 		{"the audit receiver (NewAuditStore, migrate: true)", func(dsn string) error {
@@ -126,7 +127,7 @@ func wantRefusal(t *testing.T, what string, err, sentinel error, want ...string)
 
 func TestAnAppliedMigrationThatDiffersFromTheBinarysIsRefusedNamingItAndBothChecksums(t *testing.T) {
 	dsn := pg.NewDatabase(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	var shipped string
@@ -143,7 +144,7 @@ func TestAnAppliedMigrationThatDiffersFromTheBinarysIsRefusedNamingItAndBothChec
 	}
 	before := appliedRows(t, dsn, "kube_cdc")
 	for _, o := range openers(t) {
-		wantRefusal(t, o.name, o.open(dsn), ErrMigrationChanged,
+		wantRefusal(t, o.name, o.open(dsn), schema.ErrMigrationChanged,
 			"migration 005_history of schema kube_cdc was applied with sha256 "+other, "ships sha256 "+shipped)
 	}
 	if after := appliedRows(t, dsn, "kube_cdc"); !slices.Equal(after, before) {
@@ -153,7 +154,7 @@ func TestAnAppliedMigrationThatDiffersFromTheBinarysIsRefusedNamingItAndBothChec
 
 func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 	dsn := pg.NewDatabase(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	files := embeddedMigrations(t)
@@ -162,8 +163,8 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 	t.Run("the runner of a binary that knows one migration fewer", func(t *testing.T) {
 		older := files[:len(files)-1]
 		before := appliedRows(t, dsn, "kube_cdc")
-		_, err := migrateFiles(testCtx(t), connect(t, dsn), "kube_cdc", older, "")
-		wantRefusal(t, "migrate", err, ErrSchemaNewer,
+		_, err := schema.MigrateFiles(testCtx(t), connect(t, dsn), "kube_cdc", older, "")
+		wantRefusal(t, "migrate", err, schema.ErrSchemaNewer,
 			"schema kube_cdc holds migration "+newest+", applied by kube-cdc "+version.Short(),
 			"knows migrations up to "+older[len(older)-1].Version, "will not write to it")
 		if after := appliedRows(t, dsn, "kube_cdc"); !slices.Equal(after, before) {
@@ -179,7 +180,7 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 		}
 		before := appliedRows(t, dsn, "kube_cdc")
 		for _, o := range openers(t) {
-			wantRefusal(t, o.name, o.open(dsn), ErrSchemaNewer,
+			wantRefusal(t, o.name, o.open(dsn), schema.ErrSchemaNewer,
 				"schema kube_cdc holds migration 999_from_the_future, applied by kube-cdc 9.9.9",
 				"this kube-cdc "+version.Short()+" knows migrations up to "+newest)
 		}
@@ -195,7 +196,7 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 func TestASchemaMigratedBeforeChecksumsWereRecordedGetsThemAtTheNextMigrate(t *testing.T) {
 	dsn := pg.NewDatabase(t)
 	// Before 0.1.0, schema_migrations had (version, applied_at) only.
-	if _, err := MigrateBefore(testCtx(t), dsn, "kube_cdc", "017_history_changed"); err != nil {
+	if _, err := schema.MigrateBefore(testCtx(t), dsn, "kube_cdc", "017_history_changed"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := connect(t, dsn).Exec(testCtx(t), `ALTER TABLE kube_cdc.schema_migrations DROP COLUMN checksum, DROP COLUMN applied_by`); err != nil {
@@ -215,7 +216,7 @@ func TestASchemaMigratedBeforeChecksumsWereRecordedGetsThemAtTheNextMigrate(t *t
 			pending = append(pending, f.Version)
 		}
 	}
-	applied, err := Migrate(testCtx(t), dsn, "kube_cdc")
+	applied, err := schema.Migrate(testCtx(t), dsn, "kube_cdc")
 	if err != nil || !slices.Equal(applied, pending) {
 		t.Fatalf("Migrate applied %v, %v; want %v", applied, err, pending)
 	}

@@ -1,6 +1,10 @@
 package postgres
 
-import "time"
+import (
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
+)
 
 // Defaults of Options; the config layer reads them.
 const (
@@ -9,7 +13,7 @@ const (
 	DefaultMaxConns = 4
 	// DefaultPartitionsAhead is how many months of changes partitions exist ahead of the
 	// current one (migration 012).
-	DefaultPartitionsAhead = 3
+	DefaultPartitionsAhead = schema.DefaultPartitionsAhead
 )
 
 // Options configures the PostgreSQL sink: the `sinks[].postgres` config keys.
@@ -58,9 +62,7 @@ const (
 
 func (o Options) storesChangedPaths() bool { return o.ChangedPaths != ChangedPathsRead }
 
-func (o Options) partitionsAhead() int {
-	if o.PartitionsAhead <= 0 {
-		return DefaultPartitionsAhead
-	}
-	return o.PartitionsAhead
+// upkeep is the schema upkeep's share of the options.
+func (o Options) upkeep() schema.Options {
+	return schema.Options{Retention: o.Retention, RetentionByPartition: o.RetentionByPartition, PartitionsAhead: o.PartitionsAhead}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 // monthStart is the first instant (UTC) of the month n months after t's.
@@ -274,7 +275,7 @@ func oldSchema(t *testing.T, n int, dsnParams string) (dsn string, fingerprint f
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrateBefore(ctx, conn, "kube_cdc", partitionMigration); err != nil {
+	if _, err := schema.MigrateConn(ctx, conn, "kube_cdc", "012_partitions"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid,
@@ -334,7 +335,7 @@ func assertMigrated(t *testing.T, dsn, before string, fp func(*testing.T) string
 func TestMigratingASmallUnpartitionedChangesCopiesEveryRowAndID(t *testing.T) {
 	dsn, fp := oldSchema(t, 3000, "")
 	before := fp(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	assertMigrated(t, dsn, before, fp)
@@ -348,12 +349,12 @@ func TestALargeUnpartitionedChangesIsRefusedThenAttachedOnlineByPartitionChanges
 	// A copy limit of 100 rows makes 3,000 "large".
 	dsn, fp := oldSchema(t, 3000, "kube_cdc.partition_copy_limit=100")
 	before := fp(t)
-	_, err := Migrate(testCtx(t), dsn, "kube_cdc")
+	_, err := schema.Migrate(testCtx(t), dsn, "kube_cdc")
 	if err == nil || !strings.Contains(err.Error(), "--partition-changes") {
 		t.Fatalf("Migrate of a large changes: error %v, want one naming --partition-changes", err)
 	}
-	var steps []PartitionStep
-	if _, err := PartitionChanges(testCtx(t), dsn, "kube_cdc", func(st PartitionStep) { steps = append(steps, st) }); err != nil {
+	var steps []schema.PartitionStep
+	if _, err := schema.PartitionChanges(testCtx(t), dsn, "kube_cdc", func(st schema.PartitionStep) { steps = append(steps, st) }); err != nil {
 		t.Fatalf("PartitionChanges: %v", err)
 	}
 	for _, st := range steps {
@@ -383,7 +384,7 @@ func TestALargeUnpartitionedChangesIsRefusedThenAttachedOnlineByPartitionChanges
 		}
 	}
 	// Run again: nothing to do.
-	if applied, err := PartitionChanges(testCtx(t), dsn, "kube_cdc", nil); err != nil || len(applied) != 0 {
+	if applied, err := schema.PartitionChanges(testCtx(t), dsn, "kube_cdc", nil); err != nil || len(applied) != 0 {
 		t.Errorf("PartitionChanges again: applied %v, error %v; want nothing", applied, err)
 	}
 }
@@ -478,7 +479,7 @@ func TestRetentionDropsAPartitionItDetachedButDidNotDrop(t *testing.T) {
 	conn := connect(t, dsn)
 	for _, sql := range []string{
 		`CREATE TABLE kube_cdc.changes_2001_01 (LIKE kube_cdc.changes)`,
-		`COMMENT ON TABLE kube_cdc.changes_2001_01 IS ` + detachedMark,
+		`COMMENT ON TABLE kube_cdc.changes_2001_01 IS 'kube-cdc: detached by retention, to be dropped'`, // schema's detachedMark
 		`CREATE TABLE kube_cdc.changes_2001_02 (LIKE kube_cdc.changes)`,
 	} {
 		if _, err := conn.Exec(ctx, sql); err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +12,10 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/roundtrip"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
 
 // Sink writes batches of changes to PostgreSQL: see the package documentation.
@@ -34,23 +35,13 @@ type Sink struct {
 	// (SetIgnorePaths, noise.go), by ignoreKey.
 	ignore     map[string]*noiseSQL
 	noPrecheck bool // tests: leave every poison object to the bisecting safety net
-	noAnalyze  bool // tests: no analysis after bulk loads (analyze.go), as before it has run
+	noAnalyze  bool // tests: no analysis after bulk loads (schema.Upkeep.Loaded), as before it has run
 
-	// Retention runs in the background, at most one at a time, until Close.
-	bgCtx         context.Context
-	bgCancel      context.CancelFunc
-	bg            sync.WaitGroup
-	retentionBusy atomic.Bool
-	lastRetention atomic.Int64 // unix nanoseconds
-	// lastPartitions is when the months ahead were last created (EnsurePartitions).
-	lastPartitions atomic.Int64
-	// loaded counts the rows COPY batches loaded since the last analysis, which runs in
-	// the background, one at a time (analyze.go).
-	loaded      atomic.Int64
-	analyzeBusy atomic.Bool
+	// upkeep creates the months of changes ahead, retains and analyzes in the
+	// background of Write, until Close (package schema).
+	upkeep *schema.Upkeep
 
-	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
-	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
+	writers *writerlock.Lock // held once ClaimWriter takes it
 }
 
 // withDefaults fills the defaults of every field that has one (Migrate's default, true,
@@ -72,19 +63,18 @@ func (o Options) withDefaults() Options {
 // heal (wrong password, missing privilege, unknown database) are retry.Terminal with a
 // one-line message naming the cause; refused connections and timeouts are retryable.
 func New(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
-	s, err := dial(ctx, name, cluster, opts, log)
+	s, err := openSink(ctx, name, cluster, opts, log)
 	if err != nil {
 		return nil, err
 	}
-	s.lastPartitions.Store(time.Now().UnixNano())
-	s.ensurePartitionsLogged(ctx)
+	s.upkeep.Start(ctx)
 	return s, nil
 }
 
-// dial is New but for the partitions: it connects, migrates unless opts.Migrate is
+// openSink is New but for the partitions: it connects, migrates unless opts.Migrate is
 // false, and probes the schema, writing nothing else (Check's way of starting as run
 // starts).
-func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
+func openSink(ctx context.Context, name, cluster string, opts Options, log *slog.Logger) (*Sink, error) {
 	opts = opts.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -100,13 +90,13 @@ func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Log
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink %q: %w", name, classify(err, password))
+		return nil, fmt.Errorf("postgres sink %q: %w", name, dial.Classify(err, password))
 	}
 	s := &Sink{
 		name: name, cluster: cluster, opts: opts, log: log,
 		pool: pool, password: password,
-		sql:          newStatements(opts.Schema),
-		writerTiming: defaultWriterTiming(),
+		sql:     newStatements(opts.Schema),
+		writers: writerlock.New(pool.Config().ConnConfig, opts.Schema, cluster, name, password, log),
 	}
 	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql, opts.storesChangedPaths())
 	s.exchange = roundtrip.New(pool)
@@ -114,7 +104,7 @@ func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Log
 		pool.Close()
 		return nil, fmt.Errorf("postgres sink %q: %w", name, err)
 	}
-	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.upkeep = schema.NewUpkeep(pool, opts.Schema, cluster, name, opts.upkeep(), password, log)
 	return s, nil
 }
 
@@ -123,13 +113,13 @@ func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Log
 func (s *Sink) start(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return classify(err, s.password)
+		return dial.Classify(err, s.password)
 	}
 	defer conn.Release()
 	if s.opts.Migrate {
-		applied, err := migrate(ctx, conn.Conn(), s.opts.Schema)
+		applied, err := schema.MigrateConn(ctx, conn.Conn(), s.opts.Schema, "")
 		if err != nil {
-			return classify(err, s.password)
+			return dial.Classify(err, s.password)
 		}
 		if len(applied) > 0 {
 			s.log.Info("applied migrations", "sink", s.name, "schema", s.opts.Schema, "versions", applied)
@@ -138,14 +128,14 @@ func (s *Sink) start(ctx context.Context) error {
 	}
 	// Not migrating (migrate: false, or a command that only reads): still refuse a schema
 	// a newer kube-cdc migrated, or one whose applied migration is not this binary's.
-	if err := verifySchema(ctx, conn, s.opts.Schema); errors.Is(err, errUnverifiable) {
+	if err := schema.Verify(ctx, conn, s.opts.Schema); errors.Is(err, schema.ErrUnverifiable) {
 		s.log.Warn("cannot verify the schema's applied migrations against this kube-cdc's (grant SELECT on schema_migrations)",
-			"sink", s.name, "schema", s.opts.Schema, "error", classify(err, s.password))
+			"sink", s.name, "schema", s.opts.Schema, "error", dial.Classify(err, s.password))
 	} else if err != nil {
-		return classify(err, s.password)
+		return dial.Classify(err, s.password)
 	}
 	_, err = conn.Exec(ctx, s.sql.probe)
-	return classify(err, s.password)
+	return dial.Classify(err, s.password)
 }
 
 // Name (pipeline.Sink).
@@ -159,7 +149,7 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the checkpoint of %s: %w", res.ID(), classify(err, s.password))
+		return 0, fmt.Errorf("read the checkpoint of %s: %w", res.ID(), dial.Classify(err, s.password))
 	}
 	return rv, nil
 }
@@ -173,7 +163,7 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the epoch of %s: %w", res.ID(), classify(err, s.password))
+		return 0, fmt.Errorf("read the epoch of %s: %w", res.ID(), dial.Classify(err, s.password))
 	}
 	return int(epoch), nil
 }
@@ -183,11 +173,11 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 func (s *Sink) ClusterUIDs(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, s.sql.clusterUIDs, s.cluster, s.name)
 	if err != nil {
-		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", classify(err, s.password))
+		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", dial.Classify(err, s.password))
 	}
 	uids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", classify(err, s.password))
+		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", dial.Classify(err, s.password))
 	}
 	return uids, nil
 }
@@ -197,7 +187,7 @@ func (s *Sink) ClusterUIDs(ctx context.Context) ([]string, error) {
 func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change.Held, error) {
 	rows, err := s.pool.Query(ctx, s.sql.newest, s.cluster, res.Group, res.Resource, n)
 	if err != nil {
-		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), dial.Classify(err, s.password))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (change.Held, error) {
 		var h change.Held
@@ -207,7 +197,7 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 		return h, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), dial.Classify(err, s.password))
 	}
 	return out, nil
 }
@@ -218,7 +208,7 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
 	rows, err := s.pool.Query(ctx, s.sql.keyIndex, s.cluster, res.Group, res.Resource)
 	if err != nil {
-		return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
+		return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))
 	}
 	defer rows.Close()
 	var (
@@ -228,7 +218,7 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	for rows.Next() {
 		var epoch int32
 		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV, &epoch, &e.Drifted); err != nil {
-			return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
+			return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))
 		}
 		e.Epoch = int(epoch)
 		if err := fn(key, e); err != nil {
@@ -236,35 +226,65 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
+		return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))
 	}
 	return nil
 }
 
-// Close (pipeline.Sink): it releases the writer lock, stops background retention and
+// Close (pipeline.Sink): it releases the writer lock, stops the background upkeep and
 // closes the pool.
 func (s *Sink) Close() error {
-	s.writers.stop()
-	s.bgCancel()
-	s.bg.Wait()
+	s.writers.Stop()
+	s.upkeep.Close()
 	s.pool.Close()
 	return nil
 }
 
-// poolConfig parses opts.DSN into the pool configuration the sink and its readers share:
-// the application name that names this process to other writers (writers.go) and a
-// connect timeout. It returns the DSN's password, which every error is scrubbed of.
+// ClaimWriter takes the sink's writer lock (writerlock.Lock.Claim) before it writes
+// anything, and holds it until Close; once another process took it from this one, every
+// Write fails with a terminal error.
+func (s *Sink) ClaimWriter(ctx context.Context, policy writerlock.Policy) error {
+	if m, ok := s.metrics.(writerlock.Metrics); ok {
+		s.writers.Metrics = m
+	}
+	return s.writers.Claim(ctx, policy)
+}
+
+// Writers lists the running kube-cdc processes that write this sink (writerlock.List).
+func (s *Sink) Writers(ctx context.Context) ([]writerlock.Writer, error) {
+	ws, err := writerlock.List(ctx, s.pool, s.opts.Schema, s.cluster, s.name)
+	if err != nil {
+		return nil, fmt.Errorf("read the writer lock: %w", dial.Classify(err, s.password))
+	}
+	return ws, nil
+}
+
+// EnsurePartitions is schema.Upkeep.EnsurePartitions for this sink's cluster.
+func (s *Sink) EnsurePartitions(ctx context.Context) ([]string, error) {
+	return s.upkeep.EnsurePartitions(ctx)
+}
+
+// Retain is schema.Upkeep.Retain for this sink's cluster: it removes the cluster's
+// changes observed before cutoff.
+func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (schema.RetentionResult, error) {
+	return s.upkeep.Retain(ctx, cutoff)
+}
+
+// DeleteExpiredChanges is Retain, returning only the rows it deleted one by one.
+func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int64, error) {
+	res, err := s.Retain(ctx, cutoff)
+	return res.Deleted, err
+}
+
+// poolConfig is dial.PoolConfig of opts.DSN, the pool configuration the sink and its
+// readers share, with errors naming the sink.
 func poolConfig(name string, opts Options) (*pgxpool.Config, string, error) {
 	if opts.DSN == "" {
 		return nil, "", retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
 	}
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, password, err := dial.PoolConfig(opts.DSN)
 	if err != nil {
-		return nil, "", fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+		return nil, "", fmt.Errorf("postgres sink %q: %w", name, err)
 	}
-	setApplicationName(&cfg.ConnConfig.Config)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
-	return cfg, cfg.ConnConfig.Password, nil
+	return cfg, password, nil
 }

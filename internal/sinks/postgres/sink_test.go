@@ -17,6 +17,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -644,7 +645,7 @@ func TestNewWithAWrongPasswordFailsFastWithATerminalError(t *testing.T) {
 	if strings.Contains(msg, wrong) || strings.Contains(msg, realPassword) {
 		t.Errorf("message %q contains a password", msg)
 	}
-	if _, err := Migrate(testCtx(t), u.String(), "kube_cdc"); !retry.IsTerminal(err) || strings.Contains(err.Error(), wrong) {
+	if _, err := schema.Migrate(testCtx(t), u.String(), "kube_cdc"); !retry.IsTerminal(err) || strings.Contains(err.Error(), wrong) {
 		t.Errorf("Migrate with a wrong password: %v", err)
 	}
 }
@@ -659,7 +660,7 @@ func TestNewNamesAnUnknownDatabaseAndAMissingPrivilegeAsTerminal(t *testing.T) {
 	}
 
 	// A role that may log in but not use the schema.
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	role := "reader_" + randomSuffix()
@@ -716,7 +717,7 @@ func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
 		errs    [2]error
 	)
 	for i := range 2 {
-		wg.Go(func() { results[i], errs[i] = Migrate(testCtx(t), dsn, "kube_cdc") })
+		wg.Go(func() { results[i], errs[i] = schema.Migrate(testCtx(t), dsn, "kube_cdc") })
 	}
 	wg.Wait()
 	all := migrations.Versions()
@@ -726,7 +727,7 @@ func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
 	if got := append(slices.Clone(results[0]), results[1]...); !slices.Equal(got, all) {
 		t.Errorf("concurrent Migrate applied %v and %v, want %v once in all", results[0], results[1], all)
 	}
-	again, err := Migrate(testCtx(t), dsn, "kube_cdc")
+	again, err := schema.Migrate(testCtx(t), dsn, "kube_cdc")
 	if err != nil || len(again) != 0 {
 		t.Errorf("second Migrate applied %v, %v; want nothing", again, err)
 	}
@@ -734,7 +735,7 @@ func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
 		t.Errorf("schema_migrations rows = %d, want %d", n, len(all))
 	}
 	// A second schema in the same database is independent.
-	other, err := Migrate(testCtx(t), dsn, "other_cdc")
+	other, err := schema.Migrate(testCtx(t), dsn, "other_cdc")
 	if err != nil || !slices.Equal(other, all) {
 		t.Errorf("Migrate of schema other_cdc applied %v, %v", other, err)
 	}
@@ -745,7 +746,7 @@ func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
 
 func TestTheContractColumnsExist(t *testing.T) {
 	dsn := pg.NewDatabase(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{

@@ -60,8 +60,6 @@ func drifted(p string) string {
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
 	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, insertChangesDiff, saveCheckpoint, status string
-	partitions, retentionRows, retentionDefault, partitionWanted, recordRetention, ensurePartitions           string
-	detached, retentionAudit                                                                                  string
 	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                        string
 	scopes, forgetScopes                                                                                      string
 }
@@ -88,7 +86,7 @@ func newStatements(schema string) statements {
 		keyIndex: fmt.Sprintf(`SELECT namespace, name, uid, resource_version, epoch, %s FROM %s.objects
 			WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND deleted_at IS NULL`, drifted(""), s),
 
-		// $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+		// @cluster, @group, @version, @resource, @kind, @hard_delete.
 		// Versions order by (epoch, RV): a new epoch's version replaces any of an older
 		// epoch, whatever the RVs (time travel). At an equal version a delete wins over a live row: an inferred delete carries the
 		// LIST's RV, which is the object's own when it was the last write before the LIST.
@@ -131,7 +129,7 @@ func newStatements(schema string) statements {
 			  AND o.namespace = s.namespace AND o.name = s.name
 			  AND (o.epoch, o.resource_version) <= (s.epoch, s.rv)`, s, latestPerKey),
 
-		// $1 cluster, $2 group, $3 resource, $4 hard delete. ids follow batch order because of the ORDER BY
+		// @cluster, @group, @resource, @hard_delete. ids follow batch order because of the ORDER BY
 		// seq, and only because of it: a sequential scan of the stage does not return rows
 		// in the order they were written, since a row too wide for the current page sends
 		// the next ones to an earlier page's free space (issue 12: 2.1% of ids out of
@@ -156,7 +154,7 @@ func newStatements(schema string) statements {
 					   AND (epoch, resource_version) > ($19::int, $9::bigint)) newer
 			ON CONFLICT (cluster, api_group, resource, namespace, name, epoch, resource_version, op) DO NOTHING`, s),
 
-		// $1 cluster, $2 group, $3 resource. A staged change newer than a quarantined one
+		// @cluster, @group, @resource. A staged change newer than a quarantined one
 		// of its key resolves it: objects holds a good version again. The uncorrelated
 		// EXISTS is a one-time filter, so while nothing of the resource is in quarantine
 		// (the usual case) the stage is not even read.
@@ -164,10 +162,10 @@ func newStatements(schema string) statements {
 
 		// A checkpoint never moves backwards in (epoch, RV), even when an old batch is
 		// replayed; a new epoch's checkpoint replaces a higher RV of an older one.
-		// $8 the cluster's identity ('' when unknown: the one stored stays).
+		// @cluster_uid is the cluster's identity ('' when unknown: the one stored stays).
 		saveCheckpoint: fmt.Sprintf(`INSERT INTO %s.checkpoints AS c (cluster, sink, api_group, resource, scope,
 				resource_version, epoch, cluster_uid, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+			VALUES (@cluster, @sink, @group, @resource, @scope, @rv, @epoch, @cluster_uid, now())
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE SET
 				resource_version = CASE WHEN (c.epoch, c.resource_version) < (excluded.epoch, excluded.resource_version)
 				                        THEN excluded.resource_version ELSE c.resource_version END,
@@ -205,52 +203,6 @@ func newStatements(schema string) statements {
 			 WHERE c.cluster = $1
 			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
 
-		// The partitions of changes (migration 012) with their ranges, oldest first; NULL
-		// bounds are MINVALUE (changes_legacy) or the default partition's.
-		partitions: fmt.Sprintf(`SELECT c.relname,
-				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1]::timestamptz,
-				(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz
-			  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-			 WHERE i.inhparent = '%s.changes'::regclass
-			 ORDER BY 3 NULLS LAST`, s),
-		// $1 cluster, $2 cutoff, $3 chunk, $4 and $5 the range of one partition. Through
-		// the parent, so that the DELETE privilege on changes is enough (partitions are
-		// tables of their own, and only their owner may name them); the range limits the
-		// statement to that partition's rows, and so its ctids to that partition's.
-		retentionRows: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE observed_at >= $4 AND observed_at < $5
-			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
-				WHERE cluster = $1 AND observed_at < $2 AND observed_at >= $4 AND observed_at < $5 LIMIT $3))`, s),
-		// $1 cluster, $2 cutoff, $3 chunk, $4 the default partition, whose rows have no
-		// range: told apart by tableoid, through the parent as well.
-		retentionDefault: fmt.Sprintf(`DELETE FROM %[1]s.changes WHERE tableoid = $4::regclass
-			AND ctid = ANY (ARRAY(SELECT ctid FROM %[1]s.changes
-				WHERE tableoid = $4::regclass AND cluster = $1 AND observed_at < $2 LIMIT $3))`, s),
-		// %%s the partition. $1 cluster, $2 its upper bound. How many other clusters want
-		// rows of it: those that have some and keep them forever, are not recorded, or
-		// keep less than its age. The clusters are read by a skip scan of the (cluster,
-		// observed_at) index: one probe per cluster, whatever the partition's size.
-		partitionWanted: fmt.Sprintf(`WITH RECURSIVE cl(cluster) AS (
-				(SELECT cluster FROM %%[1]s ORDER BY cluster LIMIT 1)
-				UNION ALL
-				SELECT (SELECT p.cluster FROM %%[1]s p WHERE p.cluster > cl.cluster ORDER BY p.cluster LIMIT 1)
-				  FROM cl WHERE cl.cluster IS NOT NULL)
-			SELECT count(*) FROM cl LEFT JOIN %[1]s.retention r USING (cluster)
-			 WHERE cl.cluster IS NOT NULL AND cl.cluster <> $1
-			   AND (r.keep IS NULL OR now() - r.keep < $2::timestamptz)`, s),
-		// $1 schema. Tables retention detached and did not drop (detachedMark).
-		detached: `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition
-			  AND obj_description(c.oid, 'pg_class') = ` + detachedMark,
-		// $1 cluster, $2 cutoff, $3 chunk. The cluster's audit events received before the
-		// cutoff (retention.go, retainAuditEvents), by the received_at index.
-		retentionAudit: fmt.Sprintf(`DELETE FROM %[1]s.audit_events WHERE audit_id = ANY (ARRAY(
-				SELECT audit_id FROM %[1]s.audit_events WHERE received_at < $2 AND cluster = $1 LIMIT $3))`, s),
-		// $1 cluster, $2 its retention (NULL: forever).
-		recordRetention: fmt.Sprintf(`INSERT INTO %s.retention (cluster, keep, updated_at) VALUES ($1, $2, now())
-			ON CONFLICT (cluster) DO UPDATE SET keep = excluded.keep, updated_at = now()`, s),
-		// $1 months ahead.
-		ensurePartitions: fmt.Sprintf(`SELECT %s.changes_partitions_ensure($1)`, s),
-
 		// $1 cluster, $2 sink, $3 group, $4 resource.
 		scopes: fmt.Sprintf(`SELECT scope FROM %s.checkpoints
 			WHERE cluster = $1 AND sink = $2 AND api_group = $3 AND resource = $4`, s),
@@ -263,17 +215,18 @@ func newStatements(schema string) statements {
 // upsertSQL moves the newest change of each key of src (a relation with the stage's
 // columns, one row per key, aliased s) into objects. inChanges is the boolean expression
 // over s that says whether the version has a changes row (objects.in_changes: false for
-// noise left out). $1 cluster, $2 group, $3 version, $4 resource, $5 kind, $6 hard delete.
+// noise left out). Named parameters (writeArgs): @cluster, @group, @version,
+// @resource, @kind, @hard_delete.
 func upsertSQL(schema, src, inChanges string) string {
 	return fmt.Sprintf(`INSERT INTO %s.objects AS o (cluster, api_group, api_version, resource, kind,
 			namespace, name, uid, resource_version, epoch, labels, object, object_xmin, object_hash, changed_by,
 			created_at, updated_at, deleted_at, delete_inferred, delete_reason, in_changes)
-		SELECT $1, $2, $3, $4, $5, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
+		SELECT @cluster, @group, @version, @resource, @kind, s.namespace, s.name, s.uid, s.rv, s.epoch, s.labels, s.object,
 			txid_current() %% 4294967296, jsonb_hash_extended(s.object, 0), s.changed_by,
 			now(), now(), CASE WHEN s.op = 'delete' THEN now() END, s.op = 'delete' AND s.inferred,
 			CASE WHEN s.op = 'delete' THEN s.reason END, %s
 		  FROM %s s
-		 WHERE NOT ($6::boolean AND s.op = 'delete')
+		 WHERE NOT (@hard_delete::boolean AND s.op = 'delete')
 		ON CONFLICT (cluster, api_group, resource, namespace, name) DO UPDATE SET
 			api_version      = excluded.api_version,
 			kind             = excluded.kind,
@@ -314,7 +267,7 @@ func newNoiseSQL(schema, key string, paths []string) *noiseSQL {
 
 // skipNoiseSQL marks the noise among the staged changes of a resource whose ignore paths
 // are paths (ignorepaths), counts it in history_skipped and returns how many it marked.
-// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope. Runs before the upsert and the
+// @cluster, @group, @resource, @sink, @scope. Runs before the upsert and the
 // changes insert, for batches that hold watch updates.
 func skipNoiseSQL(schema string, paths []string) string {
 	return fmt.Sprintf(`WITH %[2]s,
@@ -332,8 +285,7 @@ func skipNoiseSQL(schema string, paths []string) string {
 // deletes, snapshots and an update after a delete or of another uid are never noise; nor
 // is an update the objects row is not below (a batch written again: it may then record a
 // version it left out the first time, never fewer). Only the narrow key columns are
-// sorted, and each update costs one primary key lookup. $1 cluster, $2 group, $3
-// resource.
+// sorted, and each update costs one primary key lookup. @cluster, @group, @resource.
 func noiseCTEs(schema, stage string, paths []string) string {
 	return fmt.Sprintf(`ordered AS (
 			SELECT seq, lag(seq) OVER (PARTITION BY namespace, name ORDER BY epoch, rv, seq) AS prev
@@ -351,17 +303,17 @@ func noiseCTEs(schema, stage string, paths []string) string {
 			            THEN (SELECT o.deleted_at IS NULL AND o.uid = c.uid AND o.object IS NOT NULL
 			                         AND (o.epoch, o.resource_version) < (c.epoch, c.rv) AND %[2]s
 			                    FROM %[1]s.objects o
-			                   WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3
+			                   WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource
 			                     AND o.namespace = c.namespace AND o.name = c.name) IS TRUE
 			            ELSE p.op <> 'delete' AND p.uid = c.uid AND p.object IS NOT NULL AND %[3]s
 			       END)`, schema, ignorepaths.EqualSQL(paths, "o.object", "c.object"), ignorepaths.EqualSQL(paths, "p.object", "c.object"), stage)
 }
 
-// tallySQL adds the rows of src (one per change left out) to history_skipped. $1
-// cluster, $2 group, $3 resource, $4 sink, $5 scope.
+// tallySQL adds the rows of src (one per change left out) to history_skipped.
+// @cluster, @group, @resource, @sink, @scope.
 func tallySQL(schema, src string) string {
 	return fmt.Sprintf(`INSERT INTO %[1]s.history_skipped AS h (cluster, sink, api_group, resource, scope, skipped, updated_at)
-			SELECT $1, $4, $2, $3, $5, m.n, now() FROM (SELECT count(*) AS n FROM %[2]s) m WHERE m.n > 0
+			SELECT @cluster, @sink, @group, @resource, @scope, m.n, now() FROM (SELECT count(*) AS n FROM %[2]s) m WHERE m.n > 0
 			ON CONFLICT (cluster, sink, api_group, resource, scope) DO UPDATE
 			SET skipped = h.skipped + excluded.skipped, updated_at = now()`, schema, src)
 }
@@ -369,8 +321,8 @@ func tallySQL(schema, src string) string {
 // insertChangesSQL appends every change of stage (a relation with the stage's columns) to
 // changes, in seq order, but those skipNoiseSQL marked when marks (the stage table has
 // the skip column), and except those changes holds already: one row per (key, epoch, RV,
-// op), as the changes_once UNIQUE key used to guarantee. $1 cluster, $2 group, $3
-// resource, $4 hard delete.
+// op), as the changes_once UNIQUE key used to guarantee. @cluster, @group, @resource,
+// @hard_delete.
 //
 // changes is partitioned by observed_at (migration 012), so no UNIQUE key can catch a
 // replayed change: it would have to hold observed_at, which a replay stamps anew. So the
@@ -416,7 +368,7 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 		                                     AND (o.epoch, o.resource_version) < (st.epoch, st.rv)
 		                                THEN %[1]s.changed_paths(o.object, st.object) END
 		                      FROM %[1]s.objects o
-		                     WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+		                     WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 		                       AND o.name = st.name)
 		         END
 		       END`, schema)
@@ -427,7 +379,7 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s.changes (cluster, api_group, resource, namespace, name, uid,
 			resource_version, epoch, op, inferred, reason, snapshot, object, changed_by, observed_at, changed)
-		SELECT $1, $2, $3, st.namespace, st.name, st.uid, st.rv, st.epoch, st.op, st.inferred, st.reason, st.snapshot,
+		SELECT @cluster, @group, @resource, st.namespace, st.name, st.uid, st.rv, st.epoch, st.op, st.inferred, st.reason, st.snapshot,
 		       st.object, st.changed_by, st.observed_at, %[5]s
 		  FROM %[6]s
 		 WHERE %[3]sst.seq IN (SELECT DISTINCT ON (d.namespace, d.name, d.epoch, d.rv, d.op) d.seq FROM %[2]s d %[4]s
@@ -440,39 +392,39 @@ func insertChangesSQL(schema, stage string, marks, diff bool) string {
 		 -- and when their relists run at once both find it live.
 		       WHEN st.op = 'delete' AND st.inferred
 		            AND EXISTS (SELECT 1 FROM %[1]s.objects o
-				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				 WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 				   AND o.name = st.name AND o.deleted_at IS NOT NULL AND o.uid = st.uid)
 		            AND NOT EXISTS (SELECT 1 FROM %[2]s p
 				 WHERE p.namespace = st.namespace AND p.name = st.name AND p.seq < st.seq) THEN false
 		 -- A snapshot update of a version the audit trail has already (a drift repair, a
 		 -- resnapshot --full, of a version first recorded as a create) adds no version.
 		       WHEN st.snapshot AND st.op = 'update' THEN NOT EXISTS (SELECT 1 FROM %[1]s.changes c
-				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				 WHERE c.cluster = @cluster AND c.api_group = @group AND c.resource = @resource AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv)
 		       WHEN st.op <> 'delete'
 		            AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
-				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+				 WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 				   AND o.name = st.name AND (o.epoch, o.resource_version) >= (st.epoch, st.rv))
-		            AND NOT ($4::boolean AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
-				 WHERE o.cluster = $1 AND o.api_group = $2 AND o.resource = $3 AND o.namespace = st.namespace
+		            AND NOT (@hard_delete::boolean AND NOT EXISTS (SELECT 1 FROM %[1]s.objects o
+				 WHERE o.cluster = @cluster AND o.api_group = @group AND o.resource = @resource AND o.namespace = st.namespace
 				   AND o.name = st.name))
 		       THEN true
 		       ELSE NOT EXISTS (SELECT 1 FROM %[1]s.changes c
-				 WHERE c.cluster = $1 AND c.api_group = $2 AND c.resource = $3 AND c.namespace = st.namespace
+				 WHERE c.cluster = @cluster AND c.api_group = @group AND c.resource = @resource AND c.namespace = st.namespace
 				   AND c.name = st.name AND c.epoch = st.epoch AND c.resource_version = st.rv AND c.op = st.op)
 		       END
 		 ORDER BY st.seq`, schema, stage, noise, keep, changed, from)
 }
 
 // resolveSQL resolves the quarantined changes that a newer change of src (one row per
-// key) supersedes. $1 cluster, $2 group, $3 resource.
+// key) supersedes. @cluster, @group, @resource.
 func resolveSQL(schema, src string) string {
 	return fmt.Sprintf(`UPDATE %[1]s.quarantine q SET resolved_at = now(), resolved_rv = s.rv
 		  FROM %[2]s s
-		 WHERE q.cluster = $1 AND q.api_group = $2 AND q.resource = $3 AND q.resolved_at IS NULL
+		 WHERE q.cluster = @cluster AND q.api_group = @group AND q.resource = @resource AND q.resolved_at IS NULL
 		   AND q.namespace = s.namespace AND q.name = s.name AND (q.epoch, q.resource_version) < (s.epoch, s.rv)
 		   AND EXISTS (SELECT 1 FROM %[1]s.quarantine u
-						WHERE u.cluster = $1 AND u.api_group = $2 AND u.resource = $3 AND u.resolved_at IS NULL)`, schema, src)
+						WHERE u.cluster = @cluster AND u.api_group = @group AND u.resource = @resource AND u.resolved_at IS NULL)`, schema, src)
 }
 
 // clearStage empties the stage between the chunks of writeBisecting's transaction (a

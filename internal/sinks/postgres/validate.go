@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
 // Validate checks the options as the config layer leaves them (defaults filled). Its
@@ -51,7 +53,7 @@ func dsnError(dsn string, err error) string {
 			}
 		}
 	}
-	return ScrubPassword(msg, dsnPasswords(dsn)...)
+	return dial.ScrubPassword(msg, dsnPasswords(dsn)...)
 }
 
 var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
@@ -73,16 +75,4 @@ func dsnPasswords(dsn string) []string {
 		}
 	}
 	return out
-}
-
-// ScrubPassword replaces every password in s with ********: the one scrubber of
-// PostgreSQL passwords, for the sink's errors, Check's and the options' validation.
-// An empty password scrubs nothing.
-func ScrubPassword(s string, passwords ...string) string {
-	for _, pw := range passwords {
-		if pw != "" {
-			s = strings.ReplaceAll(s, pw, "********")
-		}
-	}
-	return s
 }

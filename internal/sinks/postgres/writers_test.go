@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
 
 // writersLog is a log to look into: every record as a JSON line.
@@ -67,18 +68,18 @@ func (g *writersGauge) get(sink string) (int, bool) {
 }
 
 // writerPeriods shortens the writer lock's periods for one test's sinks.
-func writerPeriods(check, warn time.Duration) func(*writerTiming) {
-	return func(wt *writerTiming) { wt.CheckEvery, wt.WarnEvery = check, warn }
+func writerPeriods(check, warn time.Duration) func(*writerlock.Timing) {
+	return func(wt *writerlock.Timing) { wt.CheckEvery, wt.WarnEvery = check, warn }
 }
 
 // writerGrace sets the grace of a refusing claim for one test's sinks.
-func writerGrace(d time.Duration) func(*writerTiming) {
-	return func(wt *writerTiming) { wt.Grace = d }
+func writerGrace(d time.Duration) func(*writerlock.Timing) {
+	return func(wt *writerlock.Timing) { wt.Grace = d }
 }
 
 // openWriter opens a sink on dsn with its own log and gauge, its writer lock paced by the
 // defaults as tune changes them, without claiming.
-func openWriter(t *testing.T, dsn, name string, tune ...func(*writerTiming)) (*Sink, *writersLog, *writersGauge) {
+func openWriter(t *testing.T, dsn, name string, tune ...func(*writerlock.Timing)) (*Sink, *writersLog, *writersGauge) {
 	t.Helper()
 	l, g := &writersLog{}, &writersGauge{}
 	s, err := New(testCtx(t), name, cluster, Options{DSN: dsn, Migrate: true}, slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -87,17 +88,17 @@ func openWriter(t *testing.T, dsn, name string, tune ...func(*writerTiming)) (*S
 	}
 	t.Cleanup(func() { s.Close() })
 	for _, f := range tune {
-		f(&s.writerTiming)
+		f(&s.writers.Timing)
 	}
 	s.SetMetrics(g)
 	return s, l, g
 }
 
 // writer opens a sink on dsn that holds its writer lock.
-func writer(t *testing.T, dsn, name string, tune ...func(*writerTiming)) (*Sink, *writersLog, *writersGauge) {
+func writer(t *testing.T, dsn, name string, tune ...func(*writerlock.Timing)) (*Sink, *writersLog, *writersGauge) {
 	t.Helper()
 	s, l, g := openWriter(t, dsn, name, tune...)
-	if err := s.ClaimWriter(testCtx(t), ClaimOrRefuse); err != nil {
+	if err := s.ClaimWriter(testCtx(t), writerlock.OrRefuse); err != nil {
 		t.Fatal(err)
 	}
 	return s, l, g
@@ -112,7 +113,7 @@ func waitGauge(t *testing.T, g *writersGauge, sink string, want int, within time
 }
 
 func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
-	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute), writerGrace(200 * time.Millisecond)}
+	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute), writerGrace(200 * time.Millisecond)}
 	dsn := pg.NewDatabase(t)
 	_, _, aGauge := writer(t, dsn, "warehouse", timing...)
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
@@ -120,11 +121,11 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 	writer(t, dsn, "archive", timing...)
 
 	b, _, _ := openWriter(t, dsn, "warehouse", timing...)
-	err := b.ClaimWriter(testCtx(t), ClaimOrRefuse)
-	if !errors.Is(err, ErrWriterLockHeld) || !retry.IsTerminal(err) {
-		t.Fatalf("the second writer's claim: %v, want a terminal ErrWriterLockHeld", err)
+	err := b.ClaimWriter(testCtx(t), writerlock.OrRefuse)
+	if !errors.Is(err, writerlock.ErrHeld) || !retry.IsTerminal(err) {
+		t.Fatalf("the second writer's claim: %v, want a terminal writerlock.ErrHeld", err)
 	}
-	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, applicationName() + " (backend pid",
+	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, dial.ApplicationName() + " (backend pid",
 		"holds the writer lock", "--wait"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
@@ -144,12 +145,12 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 }
 
 func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T) {
-	timing := []func(*writerTiming){writerGrace(time.Minute)}
+	timing := []func(*writerlock.Timing){writerGrace(time.Minute)}
 	dsn := pg.NewDatabase(t)
 	a, _, _ := writer(t, dsn, "warehouse", timing...)
 	b, _, _ := openWriter(t, dsn, "warehouse", timing...)
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrRefuse) }()
+	go func() { claimed <- b.ClaimWriter(testCtx(t), writerlock.OrRefuse) }()
 	eventually(t, 10*time.Second, "the second claim waiting in pg_locks", func() bool {
 		ws, err := a.Writers(testCtx(t))
 		return err == nil && len(ws) == 2
@@ -166,15 +167,15 @@ func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T
 }
 
 func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
-	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute)}
+	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
 	a, aLog, aGauge := writer(t, dsn, "warehouse", timing...)
 
 	b, bLog, bGauge := openWriter(t, dsn, "warehouse", timing...)
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(testCtx(t), ClaimOrWait) }()
+	go func() { claimed <- b.ClaimWriter(testCtx(t), writerlock.OrWait) }()
 	eventually(t, 10*time.Second, "the waiter names the holder", func() bool {
-		return bLog.count(`"holder":"`+applicationName()+` (backend pid`) == 1
+		return bLog.count(`"holder":"`+dial.ApplicationName()+` (backend pid`) == 1
 	})
 	waitGauge(t, bGauge, "warehouse", 1, 10*time.Second)
 	// The holder sees the waiter at its next look.
@@ -215,14 +216,14 @@ func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
 func TestWritersTheHolderLooksForWaitersWhenItsClockReachesTheNextLook(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	dsn := pg.NewDatabase(t)
-	a, _, aGauge := writer(t, dsn, "warehouse", func(wt *writerTiming) { wt.CheckEvery, wt.Clock = time.Hour, clk })
+	a, _, aGauge := writer(t, dsn, "warehouse", func(wt *writerlock.Timing) { wt.CheckEvery, wt.Clock = time.Hour, clk })
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second) // the first look, at once
 	eventually(t, 10*time.Second, "the holder waiting on its clock for the next look", clk.HasWaiters)
 
 	b, _, _ := openWriter(t, dsn, "warehouse")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(ctx, ClaimOrWait) }()
+	go func() { claimed <- b.ClaimWriter(ctx, writerlock.OrWait) }()
 	defer func() {
 		cancel()
 		<-claimed
@@ -244,7 +245,7 @@ func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 	b, _, _ := openWriter(t, dsn, "warehouse")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	claimed := make(chan error, 1)
-	go func() { claimed <- b.ClaimWriter(ctx, ClaimOrWait) }()
+	go func() { claimed <- b.ClaimWriter(ctx, writerlock.OrWait) }()
 	eventually(t, 10*time.Second, "a waiter in pg_locks", func() bool {
 		ws, err := b.Writers(testCtx(t))
 		return err == nil && len(ws) == 2
@@ -265,7 +266,7 @@ func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 }
 
 func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T) {
-	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute)}
+	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
 	_, _, g := writer(t, dsn, "warehouse", timing...)
 	waitGauge(t, g, "warehouse", 0, 10*time.Second)
@@ -281,14 +282,16 @@ func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T
 	defer obs.Close()
 	eventually(t, 20*time.Second, "the writer lock held again", func() bool {
 		ws, err := obs.Writers(testCtx(t))
-		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == applicationName()
+		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == dial.ApplicationName()
 	})
 }
 
 func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t *testing.T) {
 	// The holder reconnects after 3s: time enough for the other one to take the lock.
-	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute),
-		func(wt *writerTiming) { wt.Backoff = retry.Backoff{Initial: 3 * time.Second, Max: 3 * time.Second} }}
+	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute),
+		func(wt *writerlock.Timing) {
+			wt.Backoff = retry.Backoff{Initial: 3 * time.Second, Max: 3 * time.Second}
+		}}
 	dsn := pg.NewDatabase(t)
 	a, aLog, aGauge := writer(t, dsn, "warehouse", timing...)
 	waitGauge(t, aGauge, "warehouse", 0, 10*time.Second)
@@ -302,7 +305,7 @@ func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t
 		return aLog.count("another process took the sink over") == 1
 	})
 	err := a.Write(testCtx(t), batch(6, cm("b", "u-b", 6, change.OpCreate)))
-	if !retry.IsTerminal(err) || !errors.Is(err, ErrWriterLockHeld) || !strings.Contains(err.Error(), "lost the writer lock") {
+	if !retry.IsTerminal(err) || !errors.Is(err, writerlock.ErrHeld) || !strings.Contains(err.Error(), "lost the writer lock") {
 		t.Fatalf("a Write after losing the lock: %v, want a terminal error saying the lock was lost", err)
 	}
 	if n := count(t, dsn, `SELECT count(*) FROM kube_cdc.objects WHERE name = 'b'`); n != 0 {
@@ -310,22 +313,15 @@ func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t
 	}
 }
 
-func TestWritersApplicationNameKeepsThePidWithinPostgreSQLsLimit(t *testing.T) {
-	n := applicationName()
-	if len(n) > 63 || !strings.HasPrefix(n, "kube-cdc/") || !strings.HasSuffix(n, fmt.Sprintf("/%d", os.Getpid())) {
-		t.Errorf("applicationName() = %q", n)
-	}
-}
-
 // Under leader election the lease fences writers, and a frozen old leader keeps its
 // session (and the lock) alive: the new leader must write at once, and take the lock in
 // the background once the old session ends.
 func TestWritersAFencedClaimWritesAtOnceAndTakesTheLockWhenItComesFree(t *testing.T) {
-	timing := []func(*writerTiming){writerPeriods(100*time.Millisecond, time.Minute)}
+	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
 	a, _, _ := writer(t, dsn, "warehouse", timing...)
 	b, bLog, _ := openWriter(t, dsn, "warehouse", timing...)
-	if err := b.ClaimWriter(testCtx(t), ClaimFenced); err != nil {
+	if err := b.ClaimWriter(testCtx(t), writerlock.Fenced); err != nil {
 		t.Fatalf("a fenced claim beside a holder: %v, want nil at once", err)
 	}
 	write(t, b, batch(5, cm("a", "u-a", 5, change.OpCreate)))

@@ -1,4 +1,4 @@
-package postgres
+package schema
 
 import (
 	"context"
@@ -9,49 +9,51 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
-// retentionEvery is how often, at most, Write triggers the deletion of old changes rows;
-// partitionsEvery how often it creates the months ahead (EnsurePartitions).
+// retentionEvery is how often, at most, AfterWrite starts the deletion of old changes
+// rows; partitionsEvery how often it creates the months ahead (EnsurePartitions).
 const (
 	retentionEvery  = time.Minute
 	partitionsEvery = time.Hour
 )
 
-// maybeRetain starts the background upkeep of changes, so Write does not wait for it,
-// never twice at a time: every partitionsEvery the months ahead (EnsurePartitions), and
-// every retentionEvery, with opts.Retention set, the deletion of changes older than it
-// (Retain).
-func (s *Sink) maybeRetain() {
+// AfterWrite starts the background upkeep of changes, so the write that calls it does
+// not wait for it, never twice at a time: every partitionsEvery the months ahead
+// (EnsurePartitions), and every retentionEvery, with opts.Retention set, the deletion of
+// changes older than it (Retain).
+func (u *Upkeep) AfterWrite() {
 	now := time.Now()
-	partitions := now.UnixNano()-s.lastPartitions.Load() >= int64(partitionsEvery)
-	retain := s.opts.Retention > 0 && now.UnixNano()-s.lastRetention.Load() >= int64(retentionEvery)
-	if !partitions && !retain || !s.retentionBusy.CompareAndSwap(false, true) {
+	partitions := now.UnixNano()-u.lastPartitions.Load() >= int64(partitionsEvery)
+	retain := u.opts.Retention > 0 && now.UnixNano()-u.lastRetention.Load() >= int64(retentionEvery)
+	if !partitions && !retain || !u.retentionBusy.CompareAndSwap(false, true) {
 		return
 	}
 	if partitions {
-		s.lastPartitions.Store(now.UnixNano())
+		u.lastPartitions.Store(now.UnixNano())
 	}
 	if retain {
-		s.lastRetention.Store(now.UnixNano())
+		u.lastRetention.Store(now.UnixNano())
 	}
-	s.bg.Add(1)
+	u.bg.Add(1)
 	go func() {
-		defer s.bg.Done()
-		defer s.retentionBusy.Store(false)
+		defer u.bg.Done()
+		defer u.retentionBusy.Store(false)
 		if partitions {
-			s.ensurePartitionsLogged(s.bgCtx)
+			u.ensurePartitionsLogged(u.ctx)
 		}
 		if !retain {
 			return
 		}
-		res, err := s.Retain(s.bgCtx, now.Add(-s.opts.Retention))
-		if err != nil && s.bgCtx.Err() == nil {
-			s.log.Warn("retention: delete old changes", "sink", s.name, "error", err)
+		res, err := u.Retain(u.ctx, now.Add(-u.opts.Retention))
+		if err != nil && u.ctx.Err() == nil {
+			u.log.Warn("retention: delete old changes", "sink", u.sink, "error", err)
 			return
 		}
 		if res.Deleted > 0 || len(res.Dropped) > 0 || res.AuditEvents > 0 {
-			s.log.Info("retention: removed old changes", "sink", s.name, "rows", res.Deleted, "partitions dropped", res.Dropped,
+			u.log.Info("retention: removed old changes", "sink", u.sink, "rows", res.Deleted, "partitions dropped", res.Dropped,
 				"audit events", res.AuditEvents)
 		}
 	}()
@@ -63,12 +65,6 @@ type RetentionResult struct {
 	Deleted int64    // rows deleted one by one (boundary partitions, shared ones, the default)
 	// AuditEvents is how many of the cluster's audit events (migration 014) were deleted.
 	AuditEvents int64
-}
-
-// DeleteExpiredChanges is Retain, returning only the rows it deleted one by one.
-func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int64, error) {
-	res, err := s.Retain(ctx, cutoff)
-	return res.Deleted, err
 }
 
 // Retain removes the sink's cluster's changes observed before cutoff, partition by
@@ -95,13 +91,13 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 // change alone) and then a DROP of the detached table, which locks changes no more. The
 // DETACH waits at most dropLockTimeout for its lock, so writers never queue behind it for
 // longer, and is tried again a few times, then at the next run.
-func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, error) {
+func (u *Upkeep) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, error) {
 	var res RetentionResult
 	auditCutoff := cutoff
-	if err := s.dropDetached(ctx); err != nil {
+	if err := u.dropDetached(ctx); err != nil {
 		return res, err
 	}
-	parts, err := s.partitions(ctx)
+	parts, err := u.partitions(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -110,7 +106,7 @@ func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, e
 			continue // entirely newer
 		}
 		if p.upper != nil && !p.upper.After(cutoff) {
-			dropped, err := s.dropPartition(ctx, p)
+			dropped, err := u.dropPartition(ctx, p)
 			if err != nil {
 				return res, err
 			}
@@ -119,20 +115,20 @@ func (s *Sink) Retain(ctx context.Context, cutoff time.Time) (RetentionResult, e
 				continue
 			}
 		}
-		if s.opts.RetentionByPartition && (p.upper == nil || p.upper.After(cutoff)) {
+		if u.opts.RetentionByPartition && (p.upper == nil || p.upper.After(cutoff)) {
 			// Only whole months go: the audit events of the changes kept stay too.
 			if p.lower != nil && p.lower.Before(auditCutoff) {
 				auditCutoff = *p.lower
 			}
 			continue
 		}
-		n, err := s.deleteRows(ctx, p, cutoff)
+		n, err := u.deleteRows(ctx, p, cutoff)
 		res.Deleted += n
 		if err != nil {
 			return res, err
 		}
 	}
-	n, err := s.retainAuditEvents(ctx, auditCutoff.Add(-auditRetentionMargin))
+	n, err := u.retainAuditEvents(ctx, auditCutoff.Add(-auditRetentionMargin))
 	res.AuditEvents = n
 	return res, err
 }
@@ -148,20 +144,20 @@ const auditRetentionMargin = time.Minute
 // received_at is indexed. The changes they joined are older than the cutoff and are
 // deleted too. A role without the privilege to delete them (the receiver may write
 // with another) is logged, and the changes' retention stands.
-func (s *Sink) retainAuditEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+func (u *Upkeep) retainAuditEvents(ctx context.Context, cutoff time.Time) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, s.sql.retentionAudit, s.cluster, cutoff, retentionChunk)
+		tag, err := u.pool.Exec(ctx, u.sql.retentionAudit, u.cluster, cutoff, RetentionChunk)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
-			s.log.Warn("retention: no privilege to delete old audit events; they are kept", "sink", s.name, "error", pgErr.Message)
+			u.log.Warn("retention: no privilege to delete old audit events; they are kept", "sink", u.sink, "error", pgErr.Message)
 			return total, nil
 		}
 		if err != nil {
-			return total, fmt.Errorf("delete old audit events: %w", classify(err, s.password))
+			return total, fmt.Errorf("delete old audit events: %w", dial.Classify(err, u.password))
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < retentionChunk {
+		if tag.RowsAffected() < RetentionChunk {
 			return total, nil
 		}
 	}
@@ -174,10 +170,10 @@ type partition struct {
 	lower, upper *time.Time
 }
 
-func (s *Sink) partitions(ctx context.Context) ([]partition, error) {
-	rows, err := s.pool.Query(ctx, s.sql.partitions)
+func (u *Upkeep) partitions(ctx context.Context) ([]partition, error) {
+	rows, err := u.pool.Query(ctx, u.sql.partitions)
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of changes: %w", classify(err, s.password))
+		return nil, fmt.Errorf("list the partitions of changes: %w", dial.Classify(err, u.password))
 	}
 	parts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (partition, error) {
 		var p partition
@@ -185,19 +181,19 @@ func (s *Sink) partitions(ctx context.Context) ([]partition, error) {
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of changes: %w", classify(err, s.password))
+		return nil, fmt.Errorf("list the partitions of changes: %w", dial.Classify(err, u.password))
 	}
 	return parts, nil
 }
 
 // deleteRows deletes the cluster's rows of partition p observed before cutoff, in
 // chunks.
-func (s *Sink) deleteRows(ctx context.Context, p partition, cutoff time.Time) (int64, error) {
-	sql, args := s.sql.retentionRows, []any{s.cluster, cutoff, retentionChunk,
+func (u *Upkeep) deleteRows(ctx context.Context, p partition, cutoff time.Time) (int64, error) {
+	sql, args := u.sql.retentionRows, []any{u.cluster, cutoff, RetentionChunk,
 		pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}}
 	switch {
 	case p.lower == nil && p.upper == nil: // the default partition
-		sql, args[3] = s.sql.retentionDefault, pgx.Identifier{s.opts.Schema, p.name}.Sanitize()
+		sql, args[3] = u.sql.retentionDefault, pgx.Identifier{u.schema, p.name}.Sanitize()
 		args = args[:4]
 	default:
 		if p.lower != nil {
@@ -209,12 +205,12 @@ func (s *Sink) deleteRows(ctx context.Context, p partition, cutoff time.Time) (i
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, sql, args...)
+		tag, err := u.pool.Exec(ctx, sql, args...)
 		if err != nil {
-			return total, fmt.Errorf("delete old changes of %s: %w", p.name, classify(err, s.password))
+			return total, fmt.Errorf("delete old changes of %s: %w", p.name, dial.Classify(err, u.password))
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < retentionChunk {
+		if tag.RowsAffected() < RetentionChunk {
 			return total, nil
 		}
 	}
@@ -223,8 +219,8 @@ func (s *Sink) deleteRows(ctx context.Context, p partition, cutoff time.Time) (i
 // dropPartition drops p when no other cluster wants its rows, and reports whether it
 // did. Not dropped for lack of the lock or of the privilege (DROP needs to own changes):
 // false, and Retain deletes the rows instead.
-func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
-	ident := pgx.Identifier{s.opts.Schema, p.name}.Sanitize()
+func (u *Upkeep) dropPartition(ctx context.Context, p partition) (bool, error) {
+	ident := pgx.Identifier{u.schema, p.name}.Sanitize()
 	var lastErr error
 	for attempt := range dropAttempts {
 		if attempt > 0 {
@@ -235,7 +231,7 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 			}
 		}
 		dropped := false
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, u.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", dropLockTimeout.Milliseconds())); err != nil {
 				return err
 			}
@@ -244,7 +240,7 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 				return err
 			}
 			var others int
-			if err := tx.QueryRow(ctx, fmt.Sprintf(s.sql.partitionWanted, ident), s.cluster, *p.upper).Scan(&others); err != nil {
+			if err := tx.QueryRow(ctx, fmt.Sprintf(u.sql.partitionWanted, ident), u.cluster, *p.upper).Scan(&others); err != nil {
 				return err
 			}
 			if others > 0 {
@@ -253,7 +249,7 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 			// Detached here, dropped after the commit: changes is locked exclusively for
 			// the catalog change alone, not for the DROP's file work. The comment marks
 			// the table for dropDetached should the DROP not happen.
-			if _, err := tx.Exec(ctx, "ALTER TABLE "+pgx.Identifier{s.opts.Schema, "changes"}.Sanitize()+" DETACH PARTITION "+ident); err != nil {
+			if _, err := tx.Exec(ctx, "ALTER TABLE "+pgx.Identifier{u.schema, "changes"}.Sanitize()+" DETACH PARTITION "+ident); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, "COMMENT ON TABLE "+ident+" IS "+detachedMark); err != nil {
@@ -266,22 +262,22 @@ func (s *Sink) dropPartition(ctx context.Context, p partition) (bool, error) {
 		switch {
 		case err == nil:
 			if dropped {
-				if _, err := s.pool.Exec(ctx, "DROP TABLE "+ident); err != nil {
-					return true, fmt.Errorf("drop the detached partition %s: %w", p.name, classify(err, s.password))
+				if _, err := u.pool.Exec(ctx, "DROP TABLE "+ident); err != nil {
+					return true, fmt.Errorf("drop the detached partition %s: %w", p.name, dial.Classify(err, u.password))
 				}
 			}
 			return dropped, nil
 		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
-			s.log.Debug("retention: no privilege to drop a partition; deleting its rows", "sink", s.name, "partition", p.name)
+			u.log.Debug("retention: no privilege to drop a partition; deleting its rows", "sink", u.sink, "partition", p.name)
 			return false, nil
 		case errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01"): // lock_not_available, deadlock
 			lastErr = err
 			continue
 		default:
-			return false, fmt.Errorf("drop partition %s: %w", p.name, classify(err, s.password))
+			return false, fmt.Errorf("drop partition %s: %w", p.name, dial.Classify(err, u.password))
 		}
 	}
-	s.log.Info("retention: changes stayed busy; dropping the partition at the next run", "sink", s.name,
+	u.log.Info("retention: changes stayed busy; dropping the partition at the next run", "sink", u.sink,
 		"partition", p.name, "error", lastErr)
 	return false, nil
 }
@@ -291,25 +287,28 @@ const detachedMark = "'kube-cdc: detached by retention, to be dropped'"
 
 // dropDetached drops the tables a retention detached but did not drop (it was stopped
 // between the two).
-func (s *Sink) dropDetached(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, s.sql.detached, s.opts.Schema)
+func (u *Upkeep) dropDetached(ctx context.Context) error {
+	rows, err := u.pool.Query(ctx, u.sql.detached, u.schema)
 	if err != nil {
-		return fmt.Errorf("list detached partitions: %w", classify(err, s.password))
+		return fmt.Errorf("list detached partitions: %w", dial.Classify(err, u.password))
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("list detached partitions: %w", classify(err, s.password))
+		return fmt.Errorf("list detached partitions: %w", dial.Classify(err, u.password))
 	}
 	for _, n := range names {
-		if _, err := s.pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{s.opts.Schema, n}.Sanitize()); err != nil {
-			return fmt.Errorf("drop the detached partition %s: %w", n, classify(err, s.password))
+		if _, err := u.pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{u.schema, n}.Sanitize()); err != nil {
+			return fmt.Errorf("drop the detached partition %s: %w", n, dial.Classify(err, u.password))
 		}
 	}
 	return nil
 }
 
+// RetentionChunk is how many rows one retention statement deletes at most, so that no
+// statement holds its locks for long.
+const RetentionChunk = 10000
+
 const (
-	retentionChunk  = 10000
 	dropLockTimeout = 200 * time.Millisecond
 	dropAttempts    = 5
 )

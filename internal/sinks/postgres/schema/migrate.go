@@ -1,4 +1,4 @@
-package postgres
+package schema
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -22,57 +23,44 @@ import (
 // together with its schema_migrations row. When everything is applied already, Migrate
 // issues no DDL, so a role without CREATE privilege can start against a migrated schema.
 func Migrate(ctx context.Context, dsn, schema string) (applied []string, err error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", redact(err, ""))
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, classify(err, cfg.Password)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err = migrate(ctx, conn, schema)
-	return applied, classify(err, cfg.Password)
+	return MigrateBefore(ctx, dsn, schema, "")
 }
 
 // MigrateBefore is Migrate stopping before the migration whose version is stop
-// ("012_partitions"): it builds an older schema, for tests and benchmarks of a
+// ("012_partitions"; "": none): it builds an older schema, for tests and benchmarks of a
 // migration.
 func MigrateBefore(ctx context.Context, dsn, schema, stop string) (applied []string, err error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	return onConn(ctx, dsn, func(conn *pgx.Conn) ([]string, error) { return MigrateConn(ctx, conn, schema, stop) })
+}
+
+// onConn runs fn on a connection of its own to dsn (dial.Connect), closed after it, and
+// classifies its error (dial.Classify): the commands' way to migrate.
+func onConn(ctx context.Context, dsn string, fn func(*pgx.Conn) ([]string, error)) ([]string, error) {
+	conn, password, err := dial.Connect(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", redact(err, ""))
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, classify(err, cfg.Password)
+		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err = migrateBefore(ctx, conn, schema, stop)
-	return applied, classify(err, cfg.Password)
+	applied, err := fn(conn)
+	return applied, dial.Classify(err, password)
 }
 
-func migrate(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
-	return migrateBefore(ctx, conn, schema, "")
-}
-
-// migrateBefore applies the pending migrations whose version sorts before stop (every
-// one when stop is ""): PartitionChanges stops before 012 to prepare the table, tests
-// build an older schema.
-func migrateBefore(ctx context.Context, conn *pgx.Conn, schema, stop string) ([]string, error) {
+// MigrateConn is MigrateBefore on a connection the caller opened (the sink's start),
+// with its errors left unclassified.
+func MigrateConn(ctx context.Context, conn *pgx.Conn, schema, stop string) ([]string, error) {
 	files, err := migrations.Files()
 	if err != nil {
 		return nil, err
 	}
-	return migrateFiles(ctx, conn, schema, files, stop)
+	return MigrateFiles(ctx, conn, schema, files, stop)
 }
 
-// migrateFiles is migrateBefore with the binary's migrations given: files are every
+// MigrateFiles is MigrateConn with the binary's migrations given: files are every
 // migration this binary knows (a test passes fewer to play an older binary). Before
 // applying anything it verifies what the schema holds (verifyApplied): a migration this
 // binary does not know, or one applied with another checksum, stops it with nothing
 // changed.
-func migrateFiles(ctx context.Context, conn *pgx.Conn, schema string, files []migrations.File, stop string) ([]string, error) {
+func MigrateFiles(ctx context.Context, conn *pgx.Conn, schema string, files []migrations.File, stop string) ([]string, error) {
 	pending := files
 	if stop != "" {
 		for i, f := range files {
@@ -172,14 +160,14 @@ type appliedMigration struct {
 	by       *string // the kube-cdc version that applied it; nil: not recorded
 }
 
-// migrationsReader is what readApplied needs of a connection or a pool.
-type migrationsReader interface {
+// Querier is what the reads of schema_migrations need of a connection or a pool.
+type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // readApplied reads schema's schema_migrations and which of its columns exist (nil: no
 // such table). It changes nothing, so a role that may only read can run it.
-func readApplied(ctx context.Context, q migrationsReader, schema string) ([]appliedMigration, map[string]bool, error) {
+func readApplied(ctx context.Context, q Querier, schema string) ([]appliedMigration, map[string]bool, error) {
 	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
 	rows, err := q.Query(ctx, `SELECT a.attname::text FROM pg_attribute a
 		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, table)
@@ -270,10 +258,10 @@ func verifyApplied(schema string, applied []appliedMigration, files []migrations
 	return nil
 }
 
-// verifySchema reads schema_migrations and refuses what verifyApplied refuses, changing
+// Verify reads schema_migrations and refuses what verifyApplied refuses, changing
 // nothing: the check of a sink that does not migrate (migrate: false, and the commands
-// that only read). errUnverifiable: the role may not read schema_migrations.
-func verifySchema(ctx context.Context, q migrationsReader, schema string) error {
+// that only read). ErrUnverifiable: the role may not read schema_migrations.
+func Verify(ctx context.Context, q Querier, schema string) error {
 	files, err := migrations.Files()
 	if err != nil {
 		return err
@@ -281,7 +269,7 @@ func verifySchema(ctx context.Context, q migrationsReader, schema string) error 
 	applied, _, err := readApplied(ctx, q, schema)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		return fmt.Errorf("%w: %w", errUnverifiable, err)
+		return fmt.Errorf("%w: %w", ErrUnverifiable, err)
 	}
 	if err != nil {
 		return err
@@ -289,7 +277,9 @@ func verifySchema(ctx context.Context, q migrationsReader, schema string) error 
 	return verifyApplied(schema, applied, files)
 }
 
-var errUnverifiable = errors.New("cannot verify the applied migrations")
+// ErrUnverifiable is wrapped by Verify's error when the role may not read
+// schema_migrations: the caller decides whether to go on unverified.
+var ErrUnverifiable = errors.New("cannot verify the applied migrations")
 
 // advisoryKey is the migration lock of one schema; the prefix keeps it apart from other
 // applications' advisory locks.
@@ -297,4 +287,18 @@ func advisoryKey(schema string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("kube-cdc migrate " + schema))
 	return int64(h.Sum64())
+}
+
+// AppliedVersions is the versions schema_migrations records, oldest first; none when the
+// table does not exist. It changes nothing (`kube-cdc check` asks it).
+func AppliedVersions(ctx context.Context, q Querier, schema string) ([]string, error) {
+	applied, _, err := readApplied(ctx, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	versions := make([]string, len(applied))
+	for i, a := range applied {
+		versions[i] = a.version
+	}
+	return versions, nil
 }

@@ -1,4 +1,4 @@
-package postgres
+package schema
 
 import (
 	"context"
@@ -46,17 +46,7 @@ func PartitionChanges(ctx context.Context, dsn, schema string, report func(Parti
 	if report == nil {
 		report = func(PartitionStep) {}
 	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", redact(err, ""))
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, classify(err, cfg.Password)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err = partitionChanges(ctx, conn, schema, report)
-	return applied, classify(err, cfg.Password)
+	return onConn(ctx, dsn, func(conn *pgx.Conn) ([]string, error) { return partitionChanges(ctx, conn, schema, report) })
 }
 
 func partitionChanges(ctx context.Context, conn *pgx.Conn, schema string, report func(PartitionStep)) ([]string, error) {
@@ -73,7 +63,7 @@ func partitionChanges(ctx context.Context, conn *pgx.Conn, schema string, report
 	var applied []string
 	if err := step("apply the migrations before "+partitionMigration, false, func() error {
 		var err error
-		applied, err = migrateBefore(ctx, conn, schema, partitionMigration)
+		applied, err = MigrateConn(ctx, conn, schema, partitionMigration)
 		return err
 	}); err != nil {
 		return applied, err
@@ -145,7 +135,7 @@ func partitionChanges(ctx context.Context, conn *pgx.Conn, schema string, report
 	err := step("apply "+partitionMigration+" and the migrations after it (attach the old table)", true, func() error {
 		return retryLock(ctx, func() error {
 			var err error
-			rest, err = migrate(ctx, conn, schema)
+			rest, err = MigrateConn(ctx, conn, schema, "")
 			return err
 		})
 	})

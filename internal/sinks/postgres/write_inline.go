@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // A steady watch's batch holds a change or two (adaptive batching writes a change that
@@ -31,20 +32,9 @@ import (
 // changes insert leaves them out, and the statement returns one row per change left out
 // (its command tag counts them).
 
-// inlineFixed are the parameters before the batch's rows: $1 cluster, $2 group, $3
-// version, $4 resource, $5 kind, $6 hard delete, then, for a statement that saves the
-// checkpoint, $7 sink, $8 scope, $9 checkpoint, $10 epoch, $11 cluster uid. (A parameter
-// no part of the statement uses has no type, and PostgreSQL refuses it.)
-func inlineFixed(checkpoint bool) int {
-	if checkpoint {
-		return 11
-	}
-	return 6
-}
-
 // inlineStatements builds (once per batch size) and caches the single statements.
 type inlineStatements struct {
-	objects, changes, resolve, checkpoint string // the CTEs' bodies, numbered as inlineFixed says
+	objects, changes, resolve, checkpoint string // the CTEs' bodies, with named parameters (writeArgs)
 	schema                                string
 	diff                                  bool // watch updates get their changed paths (insertChangesSQL)
 
@@ -60,40 +50,34 @@ type inlineKey struct {
 	noise      string
 }
 
-// inlineStatement is one single statement and the name it is prepared under.
-type inlineStatement struct{ name, sql string }
+// inlineStatement is one single statement, the name it is prepared under, and what each
+// of its parameters is, in order ($1, $2, …).
+type inlineStatement struct {
+	name, sql string
+	params    []inlineParam
+}
 
-var placeholder = regexp.MustCompile(`\$(\d+)`)
-
-// renumber rewrites the placeholders $n of sql as $to[n] (those not in to stay).
-func renumber(sql string, to map[int]int) string {
-	return placeholder.ReplaceAllStringFunc(sql, func(p string) string {
-		n, _ := strconv.Atoi(p[1:])
-		if m, ok := to[n]; ok {
-			return "$" + strconv.Itoa(m)
-		}
-		return p
-	})
+// inlineParam is a parameter of a single statement: the named parameter inlineNames[name]
+// (writeArgs), or column col of the batch's row row (name -1).
+type inlineParam struct {
+	name, row, col int
 }
 
 func newInlineStatements(schema string, st statements, diff bool) *inlineStatements {
-	resource := map[int]int{3: 4} // $1 cluster, $2 group, $3 resource → the layout's $4
 	return &inlineStatements{
-		schema:  schema,
-		objects: upsertSQL(schema, "latest", "true"),
-		changes: renumber(insertChangesSQL(schema, "stage", false, diff), map[int]int{3: 4, 4: 6}), // and $4 hard delete → $6
-		diff:    diff,
-		resolve: renumber(resolveSQL(schema, "latest"), resource),
-		// $1 cluster, $2 sink, $3 group, $4 resource, $5 scope, $6 RV, $7 epoch, $8 uid.
-		checkpoint: renumber(st.saveCheckpoint, map[int]int{2: 7, 3: 2, 5: 8, 6: 9, 7: 10, 8: 11}),
+		schema:     schema,
+		objects:    upsertSQL(schema, "latest", "true"),
+		changes:    insertChangesSQL(schema, "stage", false, diff),
+		diff:       diff,
+		resolve:    resolveSQL(schema, "latest"),
+		checkpoint: st.saveCheckpoint,
 		sql:        map[inlineKey]inlineStatement{},
 	}
 }
 
 // statement returns the single statement for rows staged changes, saving the checkpoint
-// or not, leaving noise's noise out of changes (nil: none). With noise, the sink and the
-// scope are the two parameters after the rows.
-func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL) inlineStatement {
+// or not, leaving noise's noise out of changes (nil: none).
+func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL) (inlineStatement, error) {
 	key := inlineKey{rows: rows, checkpoint: checkpoint}
 	if noise != nil {
 		key.noise = noise.key
@@ -101,22 +85,18 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if st, ok := in.sql[key]; ok {
-		return st
+		return st, nil
 	}
 	var sb strings.Builder
 	sb.WriteString("WITH stage (")
 	sb.WriteString(strings.Join(stageColumns, ", "))
 	sb.WriteString(") AS (VALUES ")
-	writeStageValues(&sb, rows, inlineFixed(checkpoint)+1, stageTypes[:])
+	writeStageValues(&sb, rows, rowParam, stageTypes[:])
 	sb.WriteString("),\nlatest AS (SELECT DISTINCT ON (namespace, name) * FROM stage ORDER BY namespace, name, epoch DESC, rv DESC, seq DESC),\n")
 	changes, objects := in.changes, in.objects
 	if noise != nil {
-		// $1 cluster, $2 group, $3 resource, $4 sink, $5 scope → the layout's $1, $2, $4
-		// and the two after the rows.
-		after := inlineFixed(checkpoint) + rows*stageWidth
-		fmt.Fprintf(&sb, "%s,\nw_tally AS (%s),\n", renumber(noise.ctes, map[int]int{3: 4}),
-			renumber(tallySQL(in.schema, "noise"), map[int]int{3: 4, 4: after + 1, 5: after + 2}))
-		changes = renumber(insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false, in.diff), map[int]int{3: 4, 4: 6})
+		fmt.Fprintf(&sb, "%s,\nw_tally AS (%s),\n", noise.ctes, tallySQL(in.schema, "noise"))
+		changes = insertChangesSQL(in.schema, "(SELECT * FROM stage WHERE seq NOT IN (SELECT seq FROM noise))", false, in.diff)
 		objects = upsertSQL(in.schema, "latest", "s.seq NOT IN (SELECT seq FROM noise)")
 	}
 	fmt.Fprintf(&sb, "w_objects AS (%s),\nw_changes AS (%s),\nw_resolve AS (%s)", objects, changes, in.resolve)
@@ -128,7 +108,11 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 	} else {
 		sb.WriteString("\nSELECT 1")
 	}
-	st := inlineStatement{name: fmt.Sprintf("kube_cdc_inline_%d", rows), sql: sb.String()}
+	sql, params, err := numberParams(sb.String(), rows)
+	if err != nil {
+		return inlineStatement{}, err
+	}
+	st := inlineStatement{name: fmt.Sprintf("kube_cdc_inline_%d", rows), sql: sql, params: params}
 	if !checkpoint {
 		st.name += "_nocheckpoint"
 	}
@@ -136,7 +120,42 @@ func (in *inlineStatements) statement(rows int, checkpoint bool, noise *noiseSQL
 		st.name += fmt.Sprintf("_noise_%d", len(in.sql)) // one name per resource scope's paths
 	}
 	in.sql[key] = st
-	return st
+	return st, nil
+}
+
+// rowParam names the parameter of column col of row row of a single statement's VALUES.
+func rowParam(row, col int) string { return "@r" + strconv.Itoa(row) + "_" + strconv.Itoa(col) }
+
+// inlineNames are the named parameters (writeArgs) a single statement may use, in the
+// order inlineArgs gives their values.
+var inlineNames = [...]string{"cluster", "group", "version", "resource", "kind", "hard_delete", "sink", "scope", "rv", "epoch", "cluster_uid"}
+
+// numberParams numbers the named parameters of sql, a single statement of rows rows, as
+// pgx.NamedArgs does (in the order they first appear), and says what each number
+// stands for: the statement is numbered once, and each write only fills the values in.
+func numberParams(sql string, rows int) (string, []inlineParam, error) {
+	self := pgx.NamedArgs{} // each name's value says which parameter it is
+	for i, n := range inlineNames {
+		self[n] = inlineParam{name: i}
+	}
+	for i := range rows {
+		for j := range stageWidth {
+			self[rowParam(i, j)[1:]] = inlineParam{name: -1, row: i, col: j}
+		}
+	}
+	numbered, args, err := self.RewriteQuery(context.Background(), nil, sql, nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("number the parameters of the single statement: %w", err)
+	}
+	params := make([]inlineParam, len(args))
+	for i, a := range args {
+		p, ok := a.(inlineParam)
+		if !ok {
+			return "", nil, fmt.Errorf("the single statement names parameter $%d, which no write gives", i+1)
+		}
+		params[i] = p
+	}
+	return numbered, params, nil
 }
 
 // stageTypes are the SQL types of stageColumns, in order.
@@ -153,21 +172,11 @@ func (s *Sink) inlines(w *batchWrite) bool {
 func (s *Sink) writeInline(ctx context.Context, w *batchWrite) error {
 	start := time.Now()
 	checkpoint := w.savesCheckpoint()
-	args := make([]any, 0, inlineFixed(checkpoint)+len(w.staged)*stageWidth)
-	args = append(args, s.cluster, w.res.Group, w.res.Version, w.res.Resource, w.res.Kind, false)
-	if checkpoint {
-		args = append(args, s.name, w.res.Scope, w.checkpoint, int32(w.epoch), w.clusterUID)
+	st, err := s.inline.statement(len(w.staged), checkpoint, w.ignore)
+	if err != nil {
+		return err
 	}
-	rows := &stageRows{changes: w.staged}
-	for rows.Next() {
-		v, _ := rows.Values()
-		args = append(args, v...)
-	}
-	if w.ignore != nil {
-		args = append(args, s.name, w.res.Scope)
-	}
-	st := s.inline.statement(len(w.staged), checkpoint, w.ignore)
-	tag, err := s.exchange.ExecTag(ctx, st.name, st.sql, args)
+	tag, err := s.exchange.ExecTag(ctx, st.name, st.sql, s.inlineArgs(w, st))
 	if err != nil {
 		return err
 	}
@@ -179,4 +188,26 @@ func (s *Sink) writeInline(ctx context.Context, w *batchWrite) error {
 			"checkpoint", w.checkpoint.String(), "inline", time.Since(start).String())
 	}
 	return nil
+}
+
+// inlineArgs are the values of st's parameters for w, in st's order. (Once per steady
+// write: no map, two slices.)
+func (s *Sink) inlineArgs(w *batchWrite, st inlineStatement) []any {
+	named := [len(inlineNames)]any{s.cluster, w.res.Group, w.res.Version, w.res.Resource, w.res.Kind, s.opts.HardDelete,
+		s.name, w.res.Scope, w.checkpoint, int32(w.epoch), w.clusterUID}
+	values := make([]any, 0, len(w.staged)*stageWidth)
+	rows := &stageRows{changes: w.staged}
+	for rows.Next() {
+		v, _ := rows.Values()
+		values = append(values, v...)
+	}
+	args := make([]any, len(st.params))
+	for i, p := range st.params {
+		if p.name >= 0 {
+			args[i] = named[p.name]
+		} else {
+			args[i] = values[p.row*stageWidth+p.col]
+		}
+	}
+	return args
 }

@@ -1,11 +1,11 @@
-package postgres
+package writerlock
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"os"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,42 +18,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kube-cdc/kube-cdc/internal/retry"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
-// The writer lock: one kube-cdc process writes a sink.
-//
-// Two `kube-cdc run` with the same database, schema, cluster and sink name and no leader
-// election (a standby never opens its sinks) would both write every change: nothing breaks
-// — writes are idempotent and RV-guarded, checkpoints only move forward — but the load
-// doubles and nobody notices. So a streaming sink claims a session advisory lock keyed by
-// (schema, cluster, sink) before it writes anything (ClaimWriter), on a connection of its
-// own outside the pool so that it stays held, and keeps it for the sink's lifetime:
-//
-//   - A process that finds the lock taken (and still taken writerTiming.Grace later)
-//     refuses to start, with one error naming the holder (application_name "kube-cdc/<host>/<pid>", backend pid, client address,
-//     connected since). With --wait (ClaimOrWait) it logs the holder once and waits
-//     (pg_advisory_lock, woken every writerTiming.WarnEvery by lock_timeout), listed in pg_locks
-//     as a waiter, until the holder stops.
-//   - Under leader election (ClaimFenced) the lease already fences, and a new leader must
-//     not stop at the lock of an old leader whose session lingers (a frozen process keeps
-//     its connection, and its lock, alive): it writes at once and takes the lock in the
-//     background when it comes free.
-//   - The holder looks for waiters every writerTiming.CheckEvery and sets the
-//     ConcurrentWriters gauge to how many there are; `kube-cdc status` lists holder and waiters (Writers).
-//   - A session lock dies with its connection: a crashed holder's lock is released when
-//     PostgreSQL sees the connection close (server-side TCP keepalives, set short on this
-//     connection, cover a vanished host), and a waiter takes it over at once. A holder
-//     whose lock connection is lost (a restarted server) reconnects with backoff and takes
-//     the lock again; if another process took it meanwhile, this sink has lost it: every
-//     later Write fails with a terminal error naming the new holder, so the process stops
-//     instead of writing beside it.
-//
-// Keys differ per database by construction (advisory locks are per database), so the key
-// hashes only the schema, cluster and sink name.
-
-// writerTiming paces the writer lock. Every Sink holds defaultWriterTiming(); tests of
-// this package shorten its periods or give it a fake clock before ClaimWriter.
-type writerTiming struct {
+// Timing paces the writer lock: DefaultTiming() but in tests, which shorten its periods
+// or give it a fake clock before Claim.
+type Timing struct {
 	// WarnEvery is how long one wait for the lock lasts before the holder is looked at
 	// again (and named again in the log if it changed).
 	WarnEvery time.Duration
@@ -70,8 +40,9 @@ type writerTiming struct {
 	Clock clock.Clock
 }
 
-func defaultWriterTiming() writerTiming {
-	return writerTiming{
+// DefaultTiming is the writer lock's pace in production.
+func DefaultTiming() Timing {
+	return Timing{
 		WarnEvery:  time.Minute,
 		Grace:      5 * time.Second,
 		CheckEvery: 10 * time.Second,
@@ -80,9 +51,9 @@ func defaultWriterTiming() writerTiming {
 	}
 }
 
-// WritersMetrics is the optional metrics hook of the writer lock, probed on the Metrics
-// given to SetMetrics; *metrics.Metrics implements it.
-type WritersMetrics interface {
+// Metrics is the optional metrics hook of the writer lock; *metrics.Metrics implements
+// it.
+type Metrics interface {
 	// ConcurrentWriters records how many other processes hold or wait for sink's writer
 	// lock: 0 when this one is alone.
 	ConcurrentWriters(sink string, others int)
@@ -124,9 +95,9 @@ func orElse(s, otherwise string) string {
 	return s
 }
 
-// writerKey is the advisory lock key of (schema, cluster, sink); the prefix keeps it apart
+// key is the advisory lock key of (schema, cluster, sink); the prefix keeps it apart
 // from the migration lock and from other applications' advisory locks.
-func writerKey(schema, cluster, sink string) int64 {
+func key(schema, cluster, sink string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("kube-cdc writer\x00" + schema + "\x00" + cluster + "\x00" + sink))
 	return int64(h.Sum64())
@@ -144,11 +115,12 @@ const writersQuery = `SELECT l.pid, coalesce(a.application_name, ''),
 	  AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.pid <> pg_backend_pid()
 	ORDER BY l.granted DESC, a.backend_start, l.pid`
 
-type querier interface {
+// Querier is what List needs of a connection or a pool.
+type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func queryWriters(ctx context.Context, q querier, key int64) ([]Writer, error) {
+func queryWriters(ctx context.Context, q Querier, key int64) ([]Writer, error) {
 	u := uint64(key)
 	rows, err := q.Query(ctx, writersQuery, int64(u>>32), int64(u&0xffffffff))
 	if err != nil {
@@ -167,88 +139,89 @@ func queryWriters(ctx context.Context, q querier, key int64) ([]Writer, error) {
 	})
 }
 
-// Writers lists the running kube-cdc processes that write this sink (same database,
-// schema, cluster and sink name): the holder of the writer lock first, then those waiting
-// for it. More than one means two kube-cdc run without leader election. The session
-// calling it (`kube-cdc status`) neither holds nor waits, so it is never listed.
-func (s *Sink) Writers(ctx context.Context) ([]Writer, error) {
-	ws, err := queryWriters(ctx, s.pool, writerKey(s.opts.Schema, s.cluster, s.name))
-	if err != nil {
-		return nil, fmt.Errorf("read the writer lock: %w", classify(err, s.password))
-	}
-	return ws, nil
+// List lists, through q, the running kube-cdc processes that write the sink named sink
+// of cluster in schema (same database too): the holder of the writer lock first, then
+// those waiting for it. More than one means two kube-cdc run without leader election.
+// The session calling it (`kube-cdc status`) neither holds nor waits, so it is never
+// listed. Its errors are the driver's, unclassified.
+func List(ctx context.Context, q Querier, schema, cluster, sink string) ([]Writer, error) {
+	return queryWriters(ctx, q, key(schema, cluster, sink))
 }
 
-// applicationName names this process to PostgreSQL, "kube-cdc/<host>/<pid>", cut to the
-// 63 bytes the server keeps by shortening the host, so the pid survives.
-func applicationName() string {
-	host, _ := os.Hostname()
-	pid := "/" + strconv.Itoa(os.Getpid())
-	const prefix, limit = "kube-cdc/", 63
-	if room := limit - len(prefix) - len(pid); len(host) > room {
-		host = host[:max(room, 0)]
-	}
-	return prefix + orElse(host, "?") + pid
-}
+// holder holds a sink's writer lock in the background until stop.
+type holder struct {
+	c       *Lock
+	timing  Timing  // the Lock's, as Claim found it
+	metrics Metrics // likewise
+	key     int64
+	cfg     *pgx.ConnConfig
+	cancel  context.CancelFunc
+	done    chan struct{}
+	lost    atomic.Pointer[error] // set when another process took the lock from this one
 
-// setApplicationName sets application_name unless the DSN (or PGAPPNAME) chose one.
-func setApplicationName(cc *pgconn.Config) {
-	if cc.RuntimeParams == nil {
-		cc.RuntimeParams = map[string]string{}
-	}
-	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = applicationName()
-	}
-}
-
-// writerLock holds a sink's writer lock in the background until stop.
-type writerLock struct {
-	s      *Sink
-	timing writerTiming // the Sink's, as ClaimWriter found it
-	key    int64
-	cfg    *pgx.ConnConfig
-	cancel context.CancelFunc
-	done   chan struct{}
-	lost   atomic.Pointer[error] // set when another process took the lock from this one
-
-	policy ClaimPolicy
+	policy Policy
 
 	// Owned by the hold goroutine.
 	others int // other writers at the last look; -1 before the first
 }
 
-// ClaimPolicy says what ClaimWriter does when another process holds the writer lock.
-type ClaimPolicy int
+// Policy says what Claim does when another process holds the writer lock.
+type Policy int
 
 const (
-	// ClaimOrRefuse refuses to write (ErrWriterLockHeld) once writerTiming.Grace has passed.
-	ClaimOrRefuse ClaimPolicy = iota
-	// ClaimOrWait waits for the holder to let go (`kube-cdc run --wait`).
-	ClaimOrWait
-	// ClaimFenced writes at once and takes the lock in the background when it comes free:
+	// OrRefuse refuses to write (ErrHeld) once Timing.Grace has passed.
+	OrRefuse Policy = iota
+	// OrWait waits for the holder to let go (`kube-cdc run --wait`).
+	OrWait
+	// Fenced writes at once and takes the lock in the background when it comes free:
 	// leader election fences writers already.
-	ClaimFenced
+	Fenced
 )
 
-// ErrWriterLockHeld is the error ClaimWriter returns (wrapped, terminal) when another
-// process holds the sink's writer lock under ClaimOrRefuse.
-var ErrWriterLockHeld = errors.New("another kube-cdc process writes this sink")
+// ErrHeld is the error Claim returns (wrapped, terminal) when another process holds the
+// sink's writer lock under OrRefuse.
+var ErrHeld = errors.New("another kube-cdc process writes this sink")
 
-// ClaimWriter takes the sink's writer lock before it writes anything (see writerLock) and
-// holds it in the background until Close. When another process holds it, ClaimWriter
-// does as policy says: it returns a terminal error wrapping ErrWriterLockHeld that names
-// the holder (ClaimOrRefuse), logs the holder once and waits until the lock is free or
-// ctx ends (ClaimOrWait), or returns at once and waits in the background (ClaimFenced).
-// Only a sink that streams claims it — `kube-cdc status` does not. Calling it again does
-// nothing.
-func (s *Sink) ClaimWriter(ctx context.Context, policy ClaimPolicy) error {
+// Lock is one sink's writer lock: taken at most once (Claim) and released by Stop.
+type Lock struct {
+	conn                  *pgx.ConnConfig // the sink's, copied for the lock's own connection
+	schema, cluster, sink string
+	password              string // scrubbed from every error
+	log                   *slog.Logger
+
+	// Timing paces the lock and Metrics (nil: none) is told how many other writers
+	// there are; Claim reads both, so set them before Claim only.
+	Timing  Timing
+	Metrics Metrics
+
+	once sync.Once
+	held *holder
+}
+
+// New is the writer lock of the sink named sink of cluster in schema, connecting as conn
+// says (the sink's pool's configuration); password is scrubbed from its errors. It takes
+// nothing until Claim.
+func New(conn *pgx.ConnConfig, schema, cluster, sink, password string, log *slog.Logger) *Lock {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Lock{conn: conn, schema: schema, cluster: cluster, sink: sink, password: password, log: log, Timing: DefaultTiming()}
+}
+
+// Claim takes the sink's writer lock before it writes anything and holds it in the
+// background until Stop. When another process holds it, Claim does as policy says: it
+// returns a terminal error wrapping ErrHeld that names the holder (OrRefuse), logs the
+// holder once and waits until the lock is free or ctx ends (OrWait), or returns at once
+// and waits in the background (Fenced). Only a sink that streams claims it — `kube-cdc
+// status` does not. Calling it again does nothing.
+func (w *Lock) Claim(ctx context.Context, policy Policy) error {
 	var err error
-	s.writers.once.Do(func() {
-		cfg := s.pool.Config().ConnConfig.Copy()
-		// A wait for the lock ends every writerTiming.WarnEvery to look again; no other timeout of
+	w.once.Do(func() {
+		cfg := w.conn.Copy()
+		// A wait for the lock ends every Timing.WarnEvery to look again; no other timeout of
 		// the DSN may end it. Short server-side keepalives free the lock of a holder whose
 		// host vanished within about a minute.
-		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(s.writerTiming.WarnEvery.Milliseconds(), 10)
+		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(w.Timing.WarnEvery.Milliseconds(), 10)
 		cfg.RuntimeParams["statement_timeout"] = "0"
 		cfg.RuntimeParams["tcp_keepalives_idle"] = "30"
 		cfg.RuntimeParams["tcp_keepalives_interval"] = "10"
@@ -258,11 +231,11 @@ func (s *Sink) ClaimWriter(ctx context.Context, policy ClaimPolicy) error {
 		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 2 * time.Second}
 		}
-		l := &writerLock{s: s, timing: s.writerTiming, key: writerKey(s.opts.Schema, s.cluster, s.name), cfg: cfg, others: -1, policy: policy}
+		l := &holder{c: w, timing: w.Timing, metrics: w.Metrics, key: key(w.schema, w.cluster, w.sink), cfg: cfg, others: -1, policy: policy}
 		hctx, cancel := context.WithCancel(context.Background())
-		if policy == ClaimFenced {
+		if policy == Fenced {
 			l.cancel, l.done = cancel, make(chan struct{})
-			s.writers.lock = l
+			w.held = l
 			go func() {
 				conn, err := l.acquire(hctx)
 				if err != nil {
@@ -280,16 +253,19 @@ func (s *Sink) ClaimWriter(ctx context.Context, policy ClaimPolicy) error {
 			return
 		}
 		l.cancel, l.done = cancel, make(chan struct{})
-		s.writers.lock = l
+		w.held = l
 		go l.hold(hctx, conn)
 	})
 	return err
 }
 
-// lostErr is the error every Write returns once another process took the lock from this
-// sink; nil while it holds it (or never claimed it).
-func (w *writers) lostErr() error {
-	if l := w.lock; l != nil {
+// Lost is the error every write is to return once another process took the lock from
+// this one; nil while it holds it (or never claimed it). Safe on nil.
+func (w *Lock) Lost() error {
+	if w == nil {
+		return nil
+	}
+	if l := w.held; l != nil {
 		if err := l.lost.Load(); err != nil {
 			return *err
 		}
@@ -299,7 +275,7 @@ func (w *writers) lostErr() error {
 
 // acquire connects (retrying a failed connection with backoff) and takes the lock: at
 // once, or, as the policy says, once the holder lets go.
-func (l *writerLock) acquire(ctx context.Context) (*pgx.Conn, error) {
+func (l *holder) acquire(ctx context.Context) (*pgx.Conn, error) {
 	for attempt := 0; ; attempt++ {
 		conn, err := l.connect(ctx)
 		if err == nil {
@@ -311,11 +287,11 @@ func (l *writerLock) acquire(ctx context.Context) (*pgx.Conn, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, ErrWriterLockHeld) || retry.IsTerminal(err) {
+		if errors.Is(err, ErrHeld) || retry.IsTerminal(err) {
 			return nil, err
 		}
 		d := l.timing.Backoff.Delay(attempt)
-		l.s.log.Warn("writer lock: cannot reach PostgreSQL; retrying", "sink", l.s.name, "in", d.Round(time.Millisecond).String(), "error", err)
+		l.c.log.Warn("writer lock: cannot reach PostgreSQL; retrying", "sink", l.c.sink, "in", d.Round(time.Millisecond).String(), "error", err)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -324,10 +300,10 @@ func (l *writerLock) acquire(ctx context.Context) (*pgx.Conn, error) {
 	}
 }
 
-func (l *writerLock) connect(ctx context.Context) (*pgx.Conn, error) {
+func (l *holder) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
-		return nil, classify(err, l.s.password)
+		return nil, dial.Classify(err, l.c.password)
 	}
 	// PostgreSQL 14+: notice a vanished client even while waiting for the lock, so a
 	// killed waiter does not linger in the queue. Older servers lack it; nothing is lost.
@@ -335,79 +311,79 @@ func (l *writerLock) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-func (l *writerLock) close(conn *pgx.Conn) {
+func (l *holder) close(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = conn.Close(ctx)
 }
 
-// take takes the lock on conn: under ClaimOrRefuse only when it is free (within
-// writerTiming.Grace); else waiting for it, logging the holder once and again whenever another
+// take takes the lock on conn: under OrRefuse only when it is free (within
+// Timing.Grace); else waiting for it, logging the holder once and again whenever another
 // process holds it.
-func (l *writerLock) take(ctx context.Context, conn *pgx.Conn, policy ClaimPolicy) error {
+func (l *holder) take(ctx context.Context, conn *pgx.Conn, policy Policy) error {
 	var logged string
 	for {
 		var got bool
 		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.key).Scan(&got); err != nil {
-			return classify(err, l.s.password)
+			return dial.Classify(err, l.c.password)
 		}
 		if got {
 			if logged != "" {
-				l.s.log.Info("took the writer lock: the other process let go", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+				l.c.log.Info("took the writer lock: the other process let go", "sink", l.c.sink, "cluster", l.c.cluster, "schema", l.c.schema)
 			}
 			return nil
 		}
 		others, err := queryWriters(ctx, conn, l.key)
 		if err != nil {
-			return classify(err, l.s.password)
+			return dial.Classify(err, l.c.password)
 		}
 		l.gauge(len(others))
 		holder := holderOf(others)
-		if policy == ClaimOrRefuse {
+		if policy == OrRefuse {
 			// The holder may be a process that has just died, its session not yet ended
-			// (a kill -9 and an immediate restart): give it writerTiming.Grace to go.
+			// (a kill -9 and an immediate restart): give it Timing.Grace to go.
 			got, err := l.lockWithin(ctx, conn, l.timing.Grace)
 			if err != nil || got {
 				return err
 			}
 			if others, err = queryWriters(ctx, conn, l.key); err != nil {
-				return classify(err, l.s.password)
+				return dial.Classify(err, l.c.password)
 			}
 			holder = holderOf(others)
 			return retry.Terminal(fmt.Errorf("sink %s (cluster %s, schema %s): %w: %s; stop it, run one kube-cdc per database, cluster and sink "+
 				"(or several with leaderElection), or start this one with --wait to take over when it stops",
-				l.s.name, l.s.cluster, l.s.opts.Schema, ErrWriterLockHeld, holder))
+				l.c.sink, l.c.cluster, l.c.schema, ErrHeld, holder))
 		}
 		if holder != logged {
 			logged = holder
 			msg := "another kube-cdc process writes this sink; waiting for its writer lock (--wait)"
-			if policy == ClaimFenced {
+			if policy == Fenced {
 				msg = "another session holds this sink's writer lock (a previous leader's, until PostgreSQL ends it); " +
 					"leader election fences writers, so this leader writes and takes the lock when it comes free"
 			}
-			l.s.log.Info(msg, "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema, "holder", holder)
+			l.c.log.Info(msg, "sink", l.c.sink, "cluster", l.c.cluster, "schema", l.c.schema, "holder", holder)
 		}
 		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
-			l.s.log.Info("took the writer lock: the other process let go", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+			l.c.log.Info("took the writer lock: the other process let go", "sink", l.c.sink, "cluster", l.c.cluster, "schema", l.c.schema)
 			return nil
 		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout: look again
 		default:
-			return classify(err, l.s.password)
+			return dial.Classify(err, l.c.password)
 		}
 	}
 }
 
 // lockWithin waits up to d for the lock on conn and says whether it got it.
-func (l *writerLock) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Duration) (bool, error) {
+func (l *holder) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Duration) (bool, error) {
 	setTimeout := func(d time.Duration) error {
 		_, err := conn.Exec(ctx, "SELECT set_config('lock_timeout', $1, false)", strconv.FormatInt(d.Milliseconds(), 10))
 		return err
 	}
 	if err := setTimeout(d); err != nil {
-		return false, classify(err, l.s.password)
+		return false, dial.Classify(err, l.c.password)
 	}
 	_, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
 	var pgErr *pgconn.PgError
@@ -415,10 +391,10 @@ func (l *writerLock) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Dura
 	case err == nil:
 	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout
 	default:
-		return false, classify(err, l.s.password)
+		return false, dial.Classify(err, l.c.password)
 	}
 	if err := setTimeout(l.timing.WarnEvery); err != nil {
-		return false, classify(err, l.s.password)
+		return false, dial.Classify(err, l.c.password)
 	}
 	return pgErr == nil, nil
 }
@@ -435,7 +411,7 @@ func holderOf(others []Writer) string {
 }
 
 // stop releases the lock (closing its connection) and waits for that. Safe on nil.
-func (l *writerLock) stop() {
+func (l *holder) stop() {
 	if l == nil {
 		return
 	}
@@ -443,12 +419,12 @@ func (l *writerLock) stop() {
 	<-l.done
 }
 
-// hold keeps the lock on conn until ctx ends, looking for waiters every writerTiming.CheckEvery.
+// hold keeps the lock on conn until ctx ends, looking for waiters every Timing.CheckEvery.
 // A lost connection is reopened with backoff and the lock taken again; when another
 // process took it meanwhile, hold records that (lost) and ends.
-func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
+func (l *holder) hold(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
-	l.s.log.Debug("holding the writer lock", "sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema)
+	l.c.log.Debug("holding the writer lock", "sink", l.c.sink, "cluster", l.c.cluster, "schema", l.c.schema)
 	for attempt := 0; ; {
 		err := l.watch(ctx, conn)
 		l.close(conn)
@@ -457,8 +433,8 @@ func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 		}
 		for conn = nil; conn == nil; attempt++ {
 			d := l.timing.Backoff.Delay(attempt)
-			l.s.log.Debug("writer lock: connection lost, reconnecting", "sink", l.s.name,
-				"in", d.Round(time.Millisecond).String(), "error", classify(err, l.s.password))
+			l.c.log.Debug("writer lock: connection lost, reconnecting", "sink", l.c.sink,
+				"in", d.Round(time.Millisecond).String(), "error", dial.Classify(err, l.c.password))
 			select {
 			case <-ctx.Done():
 				return
@@ -469,17 +445,17 @@ func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 			}
 			// Under leader election another writer is fenced by the lease: wait for the
 			// lock again. Otherwise one that took the lock meanwhile ends this one.
-			again := ClaimOrRefuse
-			if l.policy == ClaimFenced {
-				again = ClaimFenced
+			again := OrRefuse
+			if l.policy == Fenced {
+				again = Fenced
 			}
 			if err = l.take(ctx, conn, again); err != nil {
 				l.close(conn)
 				conn = nil
-				if errors.Is(err, ErrWriterLockHeld) {
+				if errors.Is(err, ErrHeld) {
 					err = fmt.Errorf("lost the writer lock while PostgreSQL was unreachable: %w", err)
 					l.lost.Store(&err)
-					l.s.log.Error("another process took the sink over; this one stops writing it", "sink", l.s.name, "error", err)
+					l.c.log.Error("another process took the sink over; this one stops writing it", "sink", l.c.sink, "error", err)
 					return
 				}
 			}
@@ -488,9 +464,9 @@ func (l *writerLock) hold(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// watch looks for waiters on conn every writerTiming.CheckEvery until the connection fails or
+// watch looks for waiters on conn every Timing.CheckEvery until the connection fails or
 // ctx ends.
-func (l *writerLock) watch(ctx context.Context, conn *pgx.Conn) error {
+func (l *holder) watch(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		others, err := queryWriters(ctx, conn, l.key)
 		if err != nil {
@@ -502,8 +478,8 @@ func (l *writerLock) watch(ctx context.Context, conn *pgx.Conn) error {
 			for i, w := range others {
 				names[i] = w.String()
 			}
-			l.s.log.Info("another kube-cdc process waits to take this sink over when this one stops",
-				"sink", l.s.name, "cluster", l.s.cluster, "schema", l.s.opts.Schema, "waiting", strings.Join(names, "; "))
+			l.c.log.Info("another kube-cdc process waits to take this sink over when this one stops",
+				"sink", l.c.sink, "cluster", l.c.cluster, "schema", l.c.schema, "waiting", strings.Join(names, "; "))
 		}
 		l.others = len(others)
 		select {
@@ -514,21 +490,18 @@ func (l *writerLock) watch(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-func (l *writerLock) gauge(others int) {
-	if m, ok := l.s.metrics.(WritersMetrics); ok {
-		m.ConcurrentWriters(l.s.name, others)
+func (l *holder) gauge(others int) {
+	if l.metrics != nil {
+		l.metrics.ConcurrentWriters(l.c.sink, others)
 	}
 }
 
-// writers is the Sink's writer lock, taken at most once (ClaimWriter) and released by Close.
-type writers struct {
-	once sync.Once
-	lock *writerLock
-}
-
-// stop releases the lock if ClaimWriter took it, and keeps a later ClaimWriter from
-// taking one.
-func (w *writers) stop() {
+// Stop releases the lock if Claim took it, and keeps a later Claim from taking one. Safe
+// on nil.
+func (w *Lock) Stop() {
+	if w == nil {
+		return
+	}
 	w.once.Do(func() {})
-	w.lock.stop()
+	w.held.stop()
 }
