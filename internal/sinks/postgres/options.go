@@ -48,6 +48,9 @@ type Options struct {
 	// ~25 µs of database time per update (docs/benchmarks.md); ChangedPathsRead stores
 	// nothing and history() computes them when read (~18 µs per version shown).
 	ChangedPaths string `koanf:"changedPaths"`
+	// Events is how Kubernetes Events are stored (events.go): by default one row per
+	// event in the events table, with its own retention.
+	Events EventsOptions `koanf:"events"`
 }
 
 // The values of Options.ChangedPaths.

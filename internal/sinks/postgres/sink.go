@@ -26,6 +26,7 @@ type Sink struct {
 	password      string // scrubbed from every error
 	sql           statements
 	inline        *inlineStatements // single-statement writes of small batches (inline.go)
+	events        eventsStatements  // Kubernetes Events in the events table (events.go)
 	// exchange sends the single statements in one round trip (pgx's Exec when the DSN
 	// asks pgx not to prepare statements).
 	exchange *roundtrip.Executor
@@ -50,6 +51,7 @@ type Sink struct {
 	analyzeBusy atomic.Bool
 
 	writers      writers      // the writer lock (writers.go), held once ClaimWriter starts it
+	eventsUpkeep eventsUpkeep // paces the events retention (events.go)
 	writerTiming writerTiming // paces the writer lock: defaultWriterTiming() but in tests
 }
 
@@ -106,6 +108,7 @@ func dial(ctx context.Context, name, cluster string, opts Options, log *slog.Log
 		name: name, cluster: cluster, opts: opts, log: log,
 		pool: pool, password: password,
 		sql:          newStatements(opts.Schema),
+		events:       newEventsStatements(opts.Schema),
 		writerTiming: defaultWriterTiming(),
 	}
 	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql, opts.storesChangedPaths())
@@ -195,6 +198,9 @@ func (s *Sink) ClusterUIDs(ctx context.Context) ([]string, error) {
 // Newest (pipeline.NewestKeeper): the n rows of (cluster, resource) with the highest
 // (epoch, RV), live or tombstoned, newest first.
 func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change.Held, error) {
+	if s.storesEvents(res) {
+		return s.eventsNewest(ctx, res, n)
+	}
 	rows, err := s.pool.Query(ctx, s.sql.newest, s.cluster, res.Group, res.Resource, n)
 	if err != nil {
 		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
@@ -216,6 +222,9 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 // not kept per scope, so the index covers every scope of the resource. An entry is
 // Drifted when the row's object is no longer what the upsert wrote (edited by hand).
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
+	if s.storesEvents(res) {
+		return s.eventsKeyIndex(ctx, res, fn)
+	}
 	rows, err := s.pool.Query(ctx, s.sql.keyIndex, s.cluster, res.Group, res.Resource)
 	if err != nil {
 		return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
