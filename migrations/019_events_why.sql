@@ -123,7 +123,7 @@ services AS (
       FROM spec p
       JOIN objects s ON s.cluster = p.cluster AND s.api_group = '' AND s.resource = 'services' AND s.namespace = p.namespace
                     AND jsonb_typeof(s.object #> '{spec,selector}') = 'object' AND s.object #> '{spec,selector}' <> '{}'
-                    AND jsonb_typeof(p.labels) = 'object' AND p.labels @> s.object #> '{spec,selector}'
+                    AND jsonb_typeof(p.labels) = 'object' AND p.labels @> (s.object #> '{spec,selector}')
                     AND (s.deleted_at IS NULL OR s.deleted_at > $4 - $5)
 ),
 related AS (
