@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-cdc/kube-cdc/internal/health"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
@@ -147,4 +148,12 @@ func TestWhyNamesTheConfigMapEditAndItsUserBeforeThePodBroke(t *testing.T) {
 		}
 		return nil
 	})
+	// The pod as stored reads as broken (internal/health, computed when read).
+	var object []byte
+	if err := conn.QueryRow(ctx, `SELECT object FROM kube_cdc.objects WHERE resource = 'pods' AND namespace = $1 AND name = 'web'`, ns).Scan(&object); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := health.Of("", "pods", object); err != nil || h != (health.Health{State: health.Failed, Reason: "CrashLoopBackOff: container app, 3 restarts"}) {
+		t.Errorf("the stored pod's health: %v, %v; want failed: CrashLoopBackOff: container app, 3 restarts", h, err)
+	}
 }
