@@ -8,8 +8,11 @@
 // (/readyz answers 200) the demo creates, updates and deletes
 // objects, which arrive through the watch as create, update and delete rows, rolls a
 // Deployment out and scales it — its pods scheduled onto the nodes and turning Running,
-// as the pods view and the pods' changes show — and prints the history of a ConfigMap and
-// of the Deployment. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
+// as the pods view and the pods' changes show. Then an incident: a person edits the
+// ConfigMap of the pod checkout and the pod crash-loops (its status written as a kubelet
+// would, with the kubelet's repeated BackOff event), and the demo prints what
+// kube_cdc.why() says changed before it broke, the events table, and the history of a
+// ConfigMap and of the Deployment. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
 // PostgreSQL, the apiserver and etcd, in that order, and exits 0.
 package main
 
@@ -34,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -127,6 +131,7 @@ resources:
   - name: pods
   - name: deployments.apps
   - name: replicasets.apps
+  - name: events
 sinks:
   - name: warehouse
     type: postgres
@@ -182,6 +187,15 @@ audit:
 		return err
 	}
 	if err := waitForPods(ctx, dsn, 4, "web:2"); err != nil {
+		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
+	}
+	fmt.Printf("an incident: %s edits checkout-config, and the pod checkout starts crash-looping…\n", testenv.TokenUsers[2])
+	if err := w.incident(ctx); err != nil {
+		return err
+	}
+	if err := waitForCount(ctx, dsn, 1, "the ConfigMap edit before checkout broke, with its user",
+		`SELECT count(*) FROM kube_cdc.why('pods', 'shop', 'checkout') WHERE relation = 'configmap' AND op = 'update' AND username = $1`,
+		testenv.TokenUsers[2]); err != nil {
 		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
 	}
 	if err := show(ctx, dsn); err != nil {
@@ -341,6 +355,16 @@ func (w *workload) before(ctx context.Context) error {
 	if err := w.kube.CreateDeployments(ctx, testenv.Deployment("shop", "web", 2, "web:1")); err != nil {
 		return err
 	}
+	// The pod of the incident (incident): configured by checkout-config, behind the
+	// Service checkout.
+	if _, err := cs.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "checkout", Namespace: "shop", Labels: map[string]string{"app": "checkout"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "checkout:1",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "checkout-config"}}}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	if err := w.kube.WaitSettled(ctx, "shop", syncTimeout); err != nil {
 		return err
 	}
@@ -446,6 +470,59 @@ func (w *workload) rollout(ctx context.Context) error {
 	return w.kube.WaitSettled(ctx, "shop", syncTimeout)
 }
 
+// incident is the story `kube-cdc why` (and kube_cdc.why()) tells: a person edits the
+// ConfigMap the pod checkout reads, and the pod starts crash-looping. KWOK runs no
+// containers, so the demo writes the pod's status as a kubelet would (the status
+// subresource; no Ready condition, so that no KWOK stage turns it ready again) and the
+// kubelet's BackOff event, repeated.
+func (w *workload) incident(ctx context.Context) error {
+	cfg, err := w.kube.TokenUser(ctx, testenv.TokenUsers[2])
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "kubectl/v1.36.5 (demo)"
+	user, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := user.CoreV1().ConfigMaps("shop").Patch(ctx, "checkout-config", types.MergePatchType,
+		[]byte(`{"data":{"payment-endpoint":"http://payments.invalid:8443"}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		return err
+	}
+	cs := w.kube.Clientset()
+	pod, err := cs.CoreV1().Pods("shop").Get(ctx, "checkout", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	status := fmt.Sprintf(`{"status":{"phase":"Running","conditions":[{"type":"PodScheduled","status":"True"}],
+		"containerStatuses":[{"name":"app","image":"checkout:1","imageID":"","ready":false,"restartCount":3,"started":false,
+		  "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container=app pod=checkout_shop"}},
+		  "lastState":{"terminated":{"exitCode":1,"reason":"Error","startedAt":%q,"finishedAt":%q}}}]}}`, now, now)
+	if _, err := cs.CoreV1().Pods("shop").Patch(ctx, "checkout", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+		return err
+	}
+	first := metav1.Now()
+	ev, err := cs.CoreV1().Events("shop").Create(ctx, &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "checkout.backoff", Namespace: "shop"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "checkout", UID: pod.UID, APIVersion: "v1",
+			FieldPath: "spec.containers{app}"},
+		Reason: "BackOff", Message: "Back-off restarting failed container app in pod checkout_shop", Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: "kubelet", Host: pod.Spec.NodeName}, Count: 1, FirstTimestamp: first, LastTimestamp: first,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	for n := 2; n <= 3; n++ {
+		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, n, time.Now().UTC().Format(time.RFC3339))
+		if _, err := cs.CoreV1().Events("shop").Patch(ctx, ev.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // waitForPods waits until the sink's pods view shows n Running pods of image in shop.
 func waitForPods(ctx context.Context, dsn string, n int, image string) error {
 	return waitForCount(ctx, dsn, n, fmt.Sprintf("%d Running pods of %s", n, image),
@@ -498,6 +575,9 @@ func show(ctx context.Context, dsn string) error {
 		{"changes (audit trail: snapshot rows from the first LIST, then what the watch saw; pods and ReplicaSets below)", `SELECT id, resource, namespace, name, op, resource_version, snapshot, inferred, changed_by FROM kube_cdc.changes WHERE (namespace = 'shop' AND resource NOT IN ('pods', 'replicasets')) OR resource = 'namespaces' AND name = 'shop' ORDER BY id`},
 		{"pods (the pods view: which node, phase, images, owner)", `SELECT name, node, phase, pod_ip, images, owner_kind, owner_name FROM kube_cdc.pods WHERE namespace = 'shop' ORDER BY name`},
 		{"the pods of web through time (changes: each version the watch saw, with its phase and node)", `SELECT id, name, op, resource_version, object #>> '{status,phase}' AS phase, coalesce(object #>> '{spec,nodeName}', '') AS node, object #>> '{spec,containers,0,image}' AS image FROM kube_cdc.changes WHERE resource = 'pods' AND namespace = 'shop' ORDER BY id`},
+		{"what changed before checkout broke (kube_cdc.why('pods', 'shop', 'checkout'): the last 30 minutes of the pod, its ConfigMap, node and Service, with who)",
+			`SELECT relation, resource, name, op, to_char(observed_at, 'HH24:MI:SS') AS at, coalesce(username, '') AS "user", coalesce(user_agent, '') AS user_agent, changed_by, coalesce(array_to_string(changed, ' '), '') AS changed FROM kube_cdc.why('pods', 'shop', 'checkout') WHERE NOT (relation = 'node' AND op = 'update') ORDER BY observed_at, change_id`},
+		{"events (Kubernetes Events, one row per event with its count: kube_cdc.events)", `SELECT type, reason, involved_kind, involved_name, count, reporting_component, left(message, 60) AS message FROM kube_cdc.events WHERE namespace = 'shop' AND (type = 'Warning' OR involved_name = 'checkout') ORDER BY last_at`},
 		{"deployments (the deployments view)", `SELECT name, replicas, ready_replicas, updated_replicas, images FROM kube_cdc.deployments WHERE namespace = 'shop'`},
 	} {
 		rows, err := conn.Query(ctx, q.sql)
