@@ -1,10 +1,15 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -158,5 +163,53 @@ func TestEventsAreVersionedLikeAnyResourceWhenTheTableIsOff(t *testing.T) {
 	}
 	if n != 2 || len(readEvents(t, dsn)) != 0 {
 		t.Errorf("%d changes rows and %d events rows, want 2 and 0", n, len(readEvents(t, dsn)))
+	}
+}
+
+// Check asks for the events table's privileges only when run will write it: events
+// streamed into their table; DELETE only with a retention.
+func TestCheckAsksForTheEventsTableOnlyWhenEventsAreStreamedIntoIt(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+		t.Fatal(err)
+	}
+	role, password := "events_checker_"+randomSuffix(), "pw-"+randomSuffix()
+	admin := connect(t, dsn)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := admin.Exec(testCtx(t), fmt.Sprintf(sql, role)); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("CREATE ROLE %s LOGIN PASSWORD '" + password + "'")
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), pg.AdminDSN())
+		if err == nil {
+			defer c.Close(context.Background())
+			pg.TerminateBackends(context.Background(), strings.TrimPrefix(mustURL(t, dsn).Path, "/"))
+			c.Exec(context.Background(), "DROP OWNED BY "+role)
+			c.Exec(context.Background(), "DROP ROLE "+role)
+		}
+	})
+	exec("GRANT USAGE ON SCHEMA kube_cdc TO %s")
+	exec("GRANT SELECT ON ALL TABLES IN SCHEMA kube_cdc TO %s")
+	exec("GRANT INSERT, UPDATE ON kube_cdc.objects, kube_cdc.checkpoints, kube_cdc.quarantine TO %s")
+	exec("GRANT INSERT ON kube_cdc.changes TO %s")
+	exec("GRANT USAGE ON SEQUENCE kube_cdc.changes_id_seq TO %s")
+	u := mustURL(t, dsn)
+	u.User = url.UserPassword(role, password)
+	opts := Options{DSN: u.String(), Schema: "kube_cdc", MaxConns: 1, Events: EventsOptions{Table: true, Retention: time.Hour}}
+	if _, err := Check(testCtx(t), "warehouse", cluster, opts, testLog(t)); err != nil {
+		t.Fatalf("Check without events streamed: %v", err)
+	}
+	opts.StreamsEvents = true
+	if _, err := Check(testCtx(t), "warehouse", cluster, opts, testLog(t)); err == nil ||
+		!strings.Contains(err.Error(), "may not INSERT into kube_cdc.events, UPDATE kube_cdc.events, DELETE from kube_cdc.events") {
+		t.Errorf("Check of a sink streaming events, without privileges on events: %v", err)
+	}
+	exec("GRANT INSERT, UPDATE ON kube_cdc.events TO %s")
+	opts.Events.Retention = 0
+	if _, err := Check(testCtx(t), "warehouse", cluster, opts, testLog(t)); err != nil {
+		t.Errorf("Check of a sink keeping events forever, with SELECT, INSERT and UPDATE: %v", err)
 	}
 }
