@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ func TestEventsFromTheApiserverKeepOneRowWithTheNewestCountAndOutliveTheirDelete
 	dsn := pg.NewDatabase(t)
 	ns := namespace(t, "ev")
 	cs := kubeFor(t).Clientset()
-	start(t, "run", "-c", pgConfig(t, dsn, fmt.Sprintf("  - {name: events, namespaces: [%s]}\n  - {name: configmaps, namespaces: [%[1]s]}", ns), ""))
+	cfg := pgConfig(t, dsn, fmt.Sprintf("  - {name: events, namespaces: [%s]}\n  - {name: configmaps, namespaces: [%[1]s]}", ns), "")
+	d := start(t, "run", "-c", cfg)
 	conn := connect(t, dsn)
 	waitAuditSynced(t, conn, 2) // both streams synced
 	first := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
@@ -78,6 +80,40 @@ func TestEventsFromTheApiserverKeepOneRowWithTheNewestCountAndOutliveTheirDelete
 	}
 	if n := count(t, conn, `SELECT count(*) FROM kube_cdc.events`); n != 1 {
 		t.Errorf("%d events rows, want 1", n)
+	}
+
+	// An event deleted while kube-cdc is down (its TTL passing during an outage): the
+	// relist at the restart infers the delete, and the row stays, marked deleted.
+	if _, err := cs.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.pulled"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web", APIVersion: "v1"},
+		Reason:         "Pulled", Message: "Container image pulled", Type: corev1.EventTypeNormal, Count: 2}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() error {
+		if n := count(t, conn, `SELECT count(*) FROM kube_cdc.events WHERE name = 'web.pulled' AND deleted_at IS NULL`); n != 1 {
+			return fmt.Errorf("%d live rows of web.pulled, want 1", n)
+		}
+		return nil
+	})
+	if code := d.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("kube-cdc exited %d on SIGTERM\n%s", code, d.log())
+	}
+	if err := cs.CoreV1().Events(ns).Delete(ctx, "web.pulled", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d = start(t, "run", "-c", cfg)
+	eventually(t, 60*time.Second, func() error {
+		var deleted bool
+		var n int
+		err := conn.QueryRow(ctx, `SELECT deleted_at IS NOT NULL, count FROM kube_cdc.events WHERE name = 'web.pulled'`).Scan(&deleted, &n)
+		if err == nil && (!deleted || n != 2) {
+			err = fmt.Errorf("web.pulled after the restart: deleted %v, count %d; want kept, count 2, marked deleted", deleted, n)
+		}
+		return err
+	})
+	if n := count(t, conn, `SELECT (SELECT count(*) FROM kube_cdc.changes WHERE resource = 'events')
+			+ (SELECT count(*) FROM kube_cdc.objects WHERE resource = 'events')`); n != 0 {
+		t.Errorf("after the restart, %d objects and changes rows of events, want none", n)
 	}
 }
 
