@@ -82,8 +82,10 @@ func TestEventsFromTheApiserverKeepOneRowWithTheNewestCountAndOutliveTheirDelete
 		t.Errorf("%d events rows, want 1", n)
 	}
 
-	// An event deleted while kube-cdc is down (its TTL passing during an outage): the
-	// relist at the restart infers the delete, and the row stays, marked deleted.
+	// An event deleted while kube-cdc is down (its TTL passing during an outage), found
+	// by a relist (the events checkpoint is dropped, so the restart lists rather than
+	// resuming its watch): the reconcile diff against the events table's live rows infers
+	// the delete, and the row stays, marked deleted.
 	if _, err := cs.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.pulled"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web", APIVersion: "v1"},
 		Reason:         "Pulled", Message: "Container image pulled", Type: corev1.EventTypeNormal, Count: 2}, metav1.CreateOptions{}); err != nil {
@@ -99,6 +101,9 @@ func TestEventsFromTheApiserverKeepOneRowWithTheNewestCountAndOutliveTheirDelete
 		t.Fatalf("kube-cdc exited %d on SIGTERM\n%s", code, d.log())
 	}
 	if err := cs.CoreV1().Events(ns).Delete(ctx, "web.pulled", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM kube_cdc.checkpoints WHERE resource = 'events'`); err != nil {
 		t.Fatal(err)
 	}
 	d = start(t, "run", "-c", cfg)
