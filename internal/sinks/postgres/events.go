@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,8 @@ func newEventsStatements(schema string) eventsStatements {
 	s := pgx.Identifier{schema}.Sanitize()
 	return eventsStatements{
 		// $1 cluster, $2 the API's group, then one array per column of the batch's
-		// events: $3 uid, $4 RV, $5 epoch, $6 object (JSON text), $7 observed at. The
+		// events: $3 uid, $4 RV, $5 epoch, $6 object (jsonb, the source's bytes as they
+		// are), $7 observed at. The
 		// newest version of each uid moves its row, only upwards in (epoch, RV): a replay
 		// or a relist of an unchanged event writes nothing. Fields are read where either
 		// API puts them (core/v1, then events.k8s.io/v1). A repeat from the apiserver
@@ -84,8 +86,8 @@ func newEventsStatements(schema string) eventsStatements {
 			       coalesce(nullif(b.o ->> 'reportingInstance', ''), nullif(b.o #>> '{source,host}', ''),
 			                b.o #>> '{deprecatedSource,host}', ''),
 			       b.observed
-			  FROM (SELECT DISTINCT ON (x.uid) x.uid, x.rv, x.epoch, x.o::jsonb AS o, x.observed
-			          FROM unnest($3::text[], $4::bigint[], $5::int[], $6::text[], $7::timestamptz[]) AS x(uid, rv, epoch, o, observed)
+			  FROM (SELECT DISTINCT ON (x.uid) x.uid, x.rv, x.epoch, x.o, x.observed
+			          FROM unnest($3::text[], $4::bigint[], $5::int[], $6::jsonb[], $7::timestamptz[]) AS x(uid, rv, epoch, o, observed)
 			         ORDER BY x.uid, x.epoch DESC, x.rv DESC) b
 			 CROSS JOIN LATERAL (SELECT coalesce(b.o -> 'involvedObject', b.o -> 'regarding', '{}'::jsonb)) AS i(inv)
 			 CROSS JOIN LATERAL (SELECT nullif(coalesce(b.o ->> 'firstTimestamp', b.o ->> 'deprecatedFirstTimestamp'), '')::timestamptz,
@@ -130,12 +132,13 @@ const eventsChunk = 5000
 // implicit transaction (one pipelined round trip, as writeSmall).
 func (s *Sink) writeEvents(ctx context.Context, w *batchWrite) error {
 	var (
-		uids, objects []string
-		rvs           []int64
-		epochs        []int32
-		observed      []time.Time
-		deleted       []string
-		deletedAt     time.Time
+		uids      []string
+		objects   []json.RawMessage
+		rvs       []int64
+		epochs    []int32
+		observed  []time.Time
+		deleted   []string
+		deletedAt time.Time
 	)
 	for i := range w.staged {
 		c := &w.staged[i]
@@ -150,7 +153,7 @@ func (s *Sink) writeEvents(ctx context.Context, w *batchWrite) error {
 		uids = append(uids, c.UID)
 		rvs = append(rvs, int64(c.RV))
 		epochs = append(epochs, int32(c.Epoch))
-		objects = append(objects, string(c.Object))
+		objects = append(objects, c.Object)
 		observed = append(observed, c.ObservedAt)
 	}
 	batch := &pgx.Batch{}

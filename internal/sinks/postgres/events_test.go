@@ -213,3 +213,25 @@ func TestCheckAsksForTheEventsTableOnlyWhenEventsAreStreamedIntoIt(t *testing.T)
 		t.Errorf("Check of a sink keeping events forever, with SELECT, INSERT and UPDATE: %v", err)
 	}
 }
+
+// The events upsert sends the batch as arrays; every query mode pgx may be told to use
+// (a transaction-pooling pgbouncer cannot keep prepared statements) stores them alike.
+func TestEventsAreStoredInEveryQueryModeOfTheDSN(t *testing.T) {
+	for _, mode := range []string{"", "simple_protocol", "exec", "cache_describe"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			dsn := pg.NewDatabase(t)
+			if mode != "" {
+				dsn += "&default_query_exec_mode=" + mode
+				if !strings.Contains(dsn, "?") {
+					dsn = strings.Replace(dsn, "&", "?", 1)
+				}
+			}
+			s, _ := newSink(t, Options{DSN: dsn, Migrate: true, MaxConns: 1, Events: EventsOptions{Table: true}})
+			write(t, s, change.Batch{Resource: coreEvents, Checkpoint: 101, Changes: []change.Change{
+				coreEvent("web-1.a", "ev-a", 100, 1, "2026-11-28T10:00:00Z"), coreEvent("web-1.a", "ev-a", 101, 2, "2026-11-28T10:01:00Z")}})
+			if got := readEvents(t, dsn); len(got) != 1 || got["ev-a"].Count != 2 || got["ev-a"].Reason != "BackOff" {
+				t.Errorf("events rows %+v, want ev-a with count 2", got)
+			}
+		})
+	}
+}
