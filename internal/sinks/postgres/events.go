@@ -40,10 +40,12 @@ func isEvents(res change.Resource) bool {
 func (s *Sink) storesEvents(res change.Resource) bool { return s.opts.Events.Table && isEvents(res) }
 
 // eventsUpkeep paces the events retention: at most one run at a time, every
-// retentionEvery.
+// retentionEvery, and only once the sink streams events (a sink that does not needs no
+// privilege on the table, and Check asks for none).
 type eventsUpkeep struct {
-	busy atomic.Bool
-	last atomic.Int64 // unix nanoseconds
+	streams atomic.Bool // an events resource's key index was read or a batch written
+	busy    atomic.Bool
+	last    atomic.Int64 // unix nanoseconds
 }
 
 type eventsStatements struct {
@@ -131,6 +133,7 @@ const eventsChunk = 5000
 // uid upserted, the deleted ones marked, quarantined changes and the checkpoint, in one
 // implicit transaction (one pipelined round trip, as writeSmall).
 func (s *Sink) writeEvents(ctx context.Context, w *batchWrite) error {
+	s.eventsUpkeep.streams.Store(true)
 	var (
 		uids      []string
 		objects   []json.RawMessage
@@ -206,6 +209,7 @@ func (s *Sink) writeEvents(ctx context.Context, w *batchWrite) error {
 // its live rows, so that a relist writes only the events that changed and marks deleted
 // those the apiserver dropped meanwhile.
 func (s *Sink) eventsKeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
+	s.eventsUpkeep.streams.Store(true)
 	rows, err := s.pool.Query(ctx, s.events.keyIndex, s.cluster)
 	if err != nil {
 		return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
@@ -252,9 +256,9 @@ func (s *Sink) eventsNewest(ctx context.Context, res change.Resource, n int) ([]
 
 // maybeRetainEvents starts, in the background of Write and at most every
 // retentionEvery, the deletion of the events rows older than opts.Events.Retention
-// (RetainEvents), never two at a time.
+// (RetainEvents), never two at a time, once the sink streams events.
 func (s *Sink) maybeRetainEvents() {
-	if !s.opts.Events.Table || s.opts.Events.Retention <= 0 {
+	if !s.opts.Events.Table || s.opts.Events.Retention <= 0 || !s.eventsUpkeep.streams.Load() {
 		return
 	}
 	now := time.Now()

@@ -235,3 +235,26 @@ func TestEventsAreStoredInEveryQueryModeOfTheDSN(t *testing.T) {
 		})
 	}
 }
+
+// Write runs the events retention in its background once the sink streams events.
+func TestWriteDeletesEventsOlderThanTheirRetentionInTheBackground(t *testing.T) {
+	s, dsn := newSink(t, Options{Events: EventsOptions{Table: true, Retention: time.Millisecond}})
+	old := coreEvent("web-1.a", "ev-a", 100, 1, "2026-11-28T10:00:00Z")
+	old.ObservedAt = time.Now().Add(-time.Hour)
+	write(t, s, change.Batch{Resource: coreEvents, Checkpoint: 100, Changes: []change.Change{old}})
+	conn := connect(t, dsn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(testCtx(t), `SELECT count(*) FROM kube_cdc.events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events row observed an hour ago outlived a retention of 1ms by 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
