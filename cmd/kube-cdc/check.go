@@ -107,7 +107,7 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
 			o := *sc.Postgres
-			o.Noise = hasIgnorePaths(cfg, targets) // run writes history_skipped then
+			o.Noise = hasIgnorePaths(cfg, targets)   // run writes history_skipped then
 			o.StreamsEvents = streamsEvents(targets) // run writes events then
 			detail, err := postgres.Check(ctx, sc.Name, cfg.Cluster, o, quiet)
 			t.result("sink "+sc.Name, err, detail)
