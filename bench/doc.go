@@ -116,6 +116,14 @@
 // timestamps), statements per change and the costliest ones. Targets: kube-cdc/floor ≤ 1.0
 // (CPU, p50, p99); kube-cdc fresh/analyzed ≤ 1.2 (CPU, p50, p99).
 //
+// BenchmarkEventsCapture (events_test.go, issue 31) — what capturing Kubernetes Events
+// costs: 50 events/s (a new event in five writes, repeats with a rising count otherwise)
+// for KUBE_CDC_BENCH_EVENTS_SECONDS (default 60) into the durable PostgreSQL, a new
+// database per arm: sinks[].postgres.events.table true (one events row per event) and
+// false (versioned in objects and changes). Per arm: PostgreSQL CPU and WAL per event,
+// kube-cdc's CPU per event. No target: the figures decide the defaults
+// (docs/benchmarks.md, "Kubernetes Events").
+//
 // BenchmarkCluster — kube-cdc at the scale of a real cluster (cluster_sync_test.go,
 // cluster_churn_test.go). It starts a testenv Cluster of its own (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, KWOK) and builds, once: 1,000 KWOK nodes, 100

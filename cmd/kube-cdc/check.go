@@ -107,7 +107,8 @@ func check(ctx context.Context, cfg *config.Config, t *table) {
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
 			o := *sc.Postgres
-			o.Noise = hasIgnorePaths(cfg, targets) // run writes history_skipped then
+			o.Noise = hasIgnorePaths(cfg, targets)   // run writes history_skipped then
+			o.StreamsEvents = streamsEvents(targets) // run writes events then
 			detail, err := postgres.Check(ctx, sc.Name, cfg.Cluster, o, quiet)
 			t.result("sink "+sc.Name, err, detail)
 			continue
@@ -166,4 +167,15 @@ func checkStoreSink(ctx context.Context, cfg *config.Config, sc config.Sink, log
 		}
 	}
 	return sc.Type + " reachable; " + file, nil
+}
+
+// streamsEvents reports whether a target is Kubernetes Events (core/v1 or
+// events.k8s.io/v1), which a PostgreSQL sink writes to its events table.
+func streamsEvents(targets []source.Target) bool {
+	for _, t := range targets {
+		if t.Resource.Resource == "events" && (t.Resource.Group == "" || t.Resource.Group == "events.k8s.io") {
+			return true
+		}
+	}
+	return false
 }

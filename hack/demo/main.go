@@ -8,8 +8,11 @@
 // (/readyz answers 200) the demo creates, updates and deletes
 // objects, which arrive through the watch as create, update and delete rows, rolls a
 // Deployment out and scales it — its pods scheduled onto the nodes and turning Running,
-// as the pods view and the pods' changes show — and prints the history of a ConfigMap and
-// of the Deployment. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
+// as the pods view and the pods' changes show. Then an incident: a person edits the
+// ConfigMap of the pod checkout and the pod crash-loops (its status written as a kubelet
+// would, with the kubelet's repeated BackOff event), and the demo prints what
+// kube_cdc.why() says changed before it broke, the events table, and the history of a
+// ConfigMap and of the Deployment. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
 // PostgreSQL, the apiserver and etcd, in that order, and exits 0.
 package main
 
@@ -34,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -127,6 +131,7 @@ resources:
   - name: pods
   - name: deployments.apps
   - name: replicasets.apps
+  - name: events
 sinks:
   - name: warehouse
     type: postgres
@@ -146,7 +151,7 @@ audit:
 		return err
 	}
 
-	fmt.Println("applying a sample workload before kube-cdc starts: three KWOK nodes, ConfigMaps, a Service, Widgets (a CRD), a Deployment of two pods…")
+	fmt.Println("applying a sample workload before kube-cdc starts: three KWOK nodes, ConfigMaps, a Service, Widgets (a CRD), Deployments web (two pods) and checkout (one)…")
 	w := workload{kube: kube}
 	if err := w.before(ctx); err != nil {
 		return err
@@ -182,6 +187,15 @@ audit:
 		return err
 	}
 	if err := waitForPods(ctx, dsn, 4, "web:2"); err != nil {
+		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
+	}
+	fmt.Printf("an incident: %s edits checkout-config, and the pod checkout starts crash-looping…\n", testenv.TokenUsers[2])
+	if err := w.incident(ctx); err != nil {
+		return err
+	}
+	if err := waitForCount(ctx, dsn, 1, "the ConfigMap edit before checkout broke, with its user",
+		`SELECT count(*) FROM kube_cdc.why('pods', 'shop', $1) WHERE relation = 'configmap' AND op = 'update' AND username = $2`,
+		w.checkoutPod, testenv.TokenUsers[2]); err != nil {
 		return fmt.Errorf("%w\nkube-cdc's log:\n%s", err, testenv.Tail(logPath, 20))
 	}
 	if err := show(ctx, dsn); err != nil {
@@ -315,6 +329,8 @@ var widgetsGVR = schema.GroupVersionResource{Group: "demo.kube-cdc.io", Version:
 type workload struct {
 	kube     *testenv.Cluster
 	observed int // changes made after the sync: each is one non-snapshot changes row
+	// checkoutPod is the pod of the Deployment checkout that the incident breaks.
+	checkoutPod string
 }
 
 // before creates what kube-cdc's first LIST finds.
@@ -339,6 +355,14 @@ func (w *workload) before(ctx context.Context) error {
 		return err
 	}
 	if err := w.kube.CreateDeployments(ctx, testenv.Deployment("shop", "web", 2, "web:1")); err != nil {
+		return err
+	}
+	// The Deployment of the incident (incident): its pod reads checkout-config and is
+	// behind the Service checkout.
+	checkout := testenv.Deployment("shop", "checkout", 1, "checkout:1")
+	checkout.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "checkout-config"}}}}
+	if err := w.kube.CreateDeployments(ctx, checkout); err != nil {
 		return err
 	}
 	if err := w.kube.WaitSettled(ctx, "shop", syncTimeout); err != nil {
@@ -446,6 +470,64 @@ func (w *workload) rollout(ctx context.Context) error {
 	return w.kube.WaitSettled(ctx, "shop", syncTimeout)
 }
 
+// incident is the story `kube-cdc why` (and kube_cdc.why()) tells: a person edits the
+// ConfigMap the pod checkout reads, and the pod starts crash-looping. KWOK runs no
+// containers, so the demo writes the pod's status as a kubelet would (the status
+// subresource; no Ready condition, so that no KWOK stage turns it ready again) and the
+// kubelet's BackOff event, repeated.
+func (w *workload) incident(ctx context.Context) error {
+	cfg, err := w.kube.TokenUser(ctx, testenv.TokenUsers[2])
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "kubectl/v1.36.5 (demo)"
+	user, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := user.CoreV1().ConfigMaps("shop").Patch(ctx, "checkout-config", types.MergePatchType,
+		[]byte(`{"data":{"payment-endpoint":"http://payments.invalid:8443"}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		return err
+	}
+	cs := w.kube.Clientset()
+	pods, err := cs.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{LabelSelector: "app=checkout"})
+	if err != nil {
+		return err
+	}
+	if len(pods.Items) != 1 {
+		return fmt.Errorf("%d pods of the Deployment checkout, want 1", len(pods.Items))
+	}
+	pod := &pods.Items[0]
+	w.checkoutPod = pod.Name
+	now := time.Now().UTC().Format(time.RFC3339)
+	status := fmt.Sprintf(`{"status":{"phase":"Running","conditions":[{"type":"PodScheduled","status":"True"}],
+		"containerStatuses":[{"name":"main","image":"checkout:1","imageID":"","ready":false,"restartCount":3,"started":false,
+		  "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container=main pod=%s_shop"}},
+		  "lastState":{"terminated":{"exitCode":1,"reason":"Error","startedAt":%q,"finishedAt":%q}}}]}}`, pod.Name, now, now)
+	if _, err := cs.CoreV1().Pods("shop").Patch(ctx, pod.Name, types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+		return err
+	}
+	first := metav1.Now()
+	ev, err := cs.CoreV1().Events("shop").Create(ctx, &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name + ".backoff", Namespace: "shop"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: pod.Name, UID: pod.UID, APIVersion: "v1",
+			FieldPath: "spec.containers{main}"},
+		Reason: "BackOff", Message: "Back-off restarting failed container main in pod " + pod.Name + "_shop", Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: "kubelet", Host: pod.Spec.NodeName}, Count: 1, FirstTimestamp: first, LastTimestamp: first,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	for n := 2; n <= 3; n++ {
+		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, n, time.Now().UTC().Format(time.RFC3339))
+		if _, err := cs.CoreV1().Events("shop").Patch(ctx, ev.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // waitForPods waits until the sink's pods view shows n Running pods of image in shop.
 func waitForPods(ctx context.Context, dsn string, n int, image string) error {
 	return waitForCount(ctx, dsn, n, fmt.Sprintf("%d Running pods of %s", n, image),
@@ -498,6 +580,9 @@ func show(ctx context.Context, dsn string) error {
 		{"changes (audit trail: snapshot rows from the first LIST, then what the watch saw; pods and ReplicaSets below)", `SELECT id, resource, namespace, name, op, resource_version, snapshot, inferred, changed_by FROM kube_cdc.changes WHERE (namespace = 'shop' AND resource NOT IN ('pods', 'replicasets')) OR resource = 'namespaces' AND name = 'shop' ORDER BY id`},
 		{"pods (the pods view: which node, phase, images, owner)", `SELECT name, node, phase, pod_ip, images, owner_kind, owner_name FROM kube_cdc.pods WHERE namespace = 'shop' ORDER BY name`},
 		{"the pods of web through time (changes: each version the watch saw, with its phase and node)", `SELECT id, name, op, resource_version, object #>> '{status,phase}' AS phase, coalesce(object #>> '{spec,nodeName}', '') AS node, object #>> '{spec,containers,0,image}' AS image FROM kube_cdc.changes WHERE resource = 'pods' AND namespace = 'shop' ORDER BY id`},
+		{"what changed before checkout's pod broke (kube_cdc.why('pods', 'shop', <pod>): the last 30 minutes of the pod, its controllers, ConfigMap, node and Service, with who)",
+			`SELECT relation, resource, name, op, to_char(observed_at, 'HH24:MI:SS') AS at, coalesce(username, '') AS "user", coalesce(user_agent, '') AS user_agent, changed_by, coalesce(array_to_string(changed, ' '), '') AS changed FROM kube_cdc.why('pods', 'shop', (SELECT name FROM kube_cdc.objects WHERE resource = 'pods' AND namespace = 'shop' AND labels ->> 'app' = 'checkout' AND deleted_at IS NULL LIMIT 1)) WHERE NOT (relation = 'node' AND op = 'update') ORDER BY observed_at, change_id`},
+		{"events (Kubernetes Events, one row per event with its count: kube_cdc.events)", `SELECT type, reason, involved_kind, involved_name, count, reporting_component, left(message, 60) AS message FROM kube_cdc.events WHERE namespace = 'shop' AND (type = 'Warning' OR involved_name LIKE 'checkout%') ORDER BY last_at`},
 		{"deployments (the deployments view)", `SELECT name, replicas, ready_replicas, updated_replicas, images FROM kube_cdc.deployments WHERE namespace = 'shop'`},
 	} {
 		rows, err := conn.Query(ctx, q.sql)

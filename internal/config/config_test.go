@@ -658,3 +658,21 @@ func TestPostgresChangedPathsIsWriteByDefaultAndAnythingButWriteOrReadIsRefused(
 		t.Errorf("changedPaths: never: %v", err)
 	}
 }
+
+// sinks[].postgres.events stores events in their table for a day unless set; a negative
+// retention names the key.
+func TestPostgresEventsGoToTheirTableForADayByDefaultAndANegativeRetentionIsRefused(t *testing.T) {
+	sink := func(opts string) string {
+		return `sinks: [{name: p, type: postgres, postgres: {dsn: 'postgres://x@localhost/db'` + opts + `}}]`
+	}
+	if got := mustLoad(t, sink("")).Sinks[0].Postgres.Events; !got.Table || got.Retention != 24*time.Hour {
+		t.Errorf("default events %+v, want table true, retention 24h", got)
+	}
+	if got := mustLoad(t, sink(", events: {table: false, retention: 0}")).Sinks[0].Postgres.Events; got.Table || got.Retention != 0 {
+		t.Errorf("events: {table: false, retention: 0} gave %+v", got)
+	}
+	_, err := load(t, sink(", events: {retention: -1h}"))
+	if err == nil || !strings.Contains(err.Error(), "sinks[0].postgres.events.retention") || !strings.Contains(err.Error(), "must not be negative") {
+		t.Errorf("events.retention: -1h: %v", err)
+	}
+}

@@ -94,6 +94,8 @@ func sinkDefaults(typ string) map[string]any {
 				"retentionByPartition": false,
 				// Migration 017: a watch update's changed paths stored as it is written.
 				"changedPaths": postgres.ChangedPathsWrite,
+				// Migration 019: Kubernetes Events in their own table, kept a day.
+				"events": map[string]any{"table": true, "retention": postgres.DefaultEventsRetention},
 			},
 		}
 	case SinkKafka:

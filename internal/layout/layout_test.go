@@ -170,6 +170,11 @@ func rules() []rule {
 			why: "internal/sinks/postgres/writerlock imports only dial and retry",
 		},
 		{
+			pkgs:   under("internal/health"),
+			banned: func(d string) bool { return strings.HasPrefix(d, module) },
+			why:    "internal/health is pure: computed from an object's JSON, it imports nothing of the project",
+		},
+		{
 			pkgs:   under("internal/config"),
 			banned: own("internal/source"),
 			why:    "config reads the client-go-free packages' defaults, never the source's",

@@ -70,7 +70,7 @@ type pgTable struct {
 // runTables are the tables run reads and writes (tablePrivileges); checkTables adds
 // schema_migrations, which migrate: true reads at every start.
 var (
-	runTables   = []string{"objects", "changes", "checkpoints", "quarantine", "history_skipped"}
+	runTables   = []string{"objects", "changes", "checkpoints", "quarantine", "history_skipped", "events"}
 	checkTables = append(slices.Clone(runTables), "schema_migrations")
 )
 
@@ -272,7 +272,8 @@ func (st *pgState) judge(o Options, migrate bool) (string, []string) {
 // the RV-guarded upsert reads, inserts and updates objects; changes are inserted and
 // read (the replay guard), and deleted by retention; checkpoints are read and upserted;
 // quarantine rows are inserted and resolved; history_skipped rows are upserted when a
-// resource has ignore paths (Options.Noise).
+// resource has ignore paths (Options.Noise); events rows are written when Kubernetes
+// Events are streamed into their table (Options.StreamsEvents).
 func tablePrivileges(table string, o Options) []string {
 	switch table {
 	case "objects":
@@ -293,6 +294,15 @@ func tablePrivileges(table string, o Options) []string {
 		// Counted by an upsert that adds to the row (noise.go), only for resources with
 		// ignore paths.
 		if o.Noise {
+			return []string{"SELECT", "INSERT", "UPDATE"}
+		}
+	case "events":
+		// Kubernetes Events in their table (events.go): upserted, marked deleted, read as
+		// the key index, deleted by their retention.
+		if o.StreamsEvents && o.Events.Table {
+			if o.Events.Retention > 0 {
+				return []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
+			}
 			return []string{"SELECT", "INSERT", "UPDATE"}
 		}
 	}

@@ -35,6 +35,10 @@ type Options struct {
 	// (resources[].history; SetIgnorePaths), so that run counts the changes it leaves
 	// out in history_skipped. Not a config key: the command that checks sets it.
 	Noise bool `koanf:"-"`
+	// StreamsEvents says, to Check, that a resource this sink writes is Kubernetes Events,
+	// so that run writes the events table (with Events.Table). Not a config key: the
+	// command that checks sets it.
+	StreamsEvents bool `koanf:"-"`
 	// RetentionByPartition makes retention drop whole months only: no row is deleted one
 	// by one, and a row stays until its month is entirely older than Retention (up to a
 	// month longer). Default false: retention is exact, deleting the rows of the month the
@@ -52,6 +56,9 @@ type Options struct {
 	// ~25 µs of database time per update (docs/benchmarks.md); ChangedPathsRead stores
 	// nothing and history() computes them when read (~18 µs per version shown).
 	ChangedPaths string `koanf:"changedPaths"`
+	// Events is how Kubernetes Events are stored (events.go): by default one row per
+	// event in the events table, with its own retention.
+	Events EventsOptions `koanf:"events"`
 }
 
 // The values of Options.ChangedPaths.

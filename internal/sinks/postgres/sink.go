@@ -27,6 +27,7 @@ type Sink struct {
 	password      string // scrubbed from every error
 	sql           statements
 	inline        *inlineStatements // single-statement writes of small batches (inline.go)
+	events        eventsStatements  // Kubernetes Events in the events table (events.go)
 	// exchange sends the single statements in one round trip (pgx's Exec when the DSN
 	// asks pgx not to prepare statements).
 	exchange *roundtrip.Executor
@@ -41,7 +42,8 @@ type Sink struct {
 	// background of Write, until Close (package schema).
 	upkeep *schema.Upkeep
 
-	writers *writerlock.Lock // held once ClaimWriter takes it
+	writers      *writerlock.Lock // held once ClaimWriter takes it
+	eventsUpkeep eventsUpkeep     // paces the events retention (events.go)
 }
 
 // withDefaults fills the defaults of every field that has one (Migrate's default, true,
@@ -97,6 +99,7 @@ func openSink(ctx context.Context, name, cluster string, opts Options, log *slog
 		pool: pool, password: password,
 		sql:     newStatements(opts.Schema),
 		writers: writerlock.New(pool.Config().ConnConfig, opts.Schema, cluster, name, password, log),
+		events:  newEventsStatements(opts.Schema),
 	}
 	s.inline = newInlineStatements(pgx.Identifier{opts.Schema}.Sanitize(), s.sql, opts.storesChangedPaths())
 	s.exchange = roundtrip.New(pool)
@@ -185,6 +188,9 @@ func (s *Sink) ClusterUIDs(ctx context.Context) ([]string, error) {
 // Newest (pipeline.NewestKeeper): the n rows of (cluster, resource) with the highest
 // (epoch, RV), live or tombstoned, newest first.
 func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change.Held, error) {
+	if s.storesEvents(res) {
+		return s.eventsNewest(ctx, res, n)
+	}
 	rows, err := s.pool.Query(ctx, s.sql.newest, s.cluster, res.Group, res.Resource, n)
 	if err != nil {
 		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), dial.Classify(err, s.password))
@@ -206,6 +212,9 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 // not kept per scope, so the index covers every scope of the resource. An entry is
 // Drifted when the row's object is no longer what the upsert wrote (edited by hand).
 func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change.Key, change.Entry) error) error {
+	if s.storesEvents(res) {
+		return s.eventsKeyIndex(ctx, res, fn)
+	}
 	rows, err := s.pool.Query(ctx, s.sql.keyIndex, s.cluster, res.Group, res.Resource)
 	if err != nil {
 		return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))

@@ -36,6 +36,9 @@ func (o Options) Validate() error {
 	if o.ChangedPaths != "" && o.ChangedPaths != ChangedPathsWrite && o.ChangedPaths != ChangedPathsRead {
 		return fmt.Errorf("changedPaths: must be %q or %q, got %q", ChangedPathsWrite, ChangedPathsRead, o.ChangedPaths)
 	}
+	if o.Events.Retention < 0 {
+		return fmt.Errorf("events.retention: must not be negative, got %v", o.Events.Retention)
+	}
 	return nil
 }
 

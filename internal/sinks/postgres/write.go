@@ -42,14 +42,16 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 		w.ignore = n
 	}
 	var err error
-	if s.inlines(w) {
+	if s.storesEvents(b.Resource) {
+		err = s.writeEvents(ctx, w)
+	} else if s.inlines(w) {
 		err = s.writeInline(ctx, w)
 	} else if len(b.Changes) <= smallBatch {
 		err = s.writeSmall(ctx, w)
 	} else {
 		err = s.writeCopy(ctx, w)
 	}
-	if pgErr := dataException(err); pgErr != nil && len(w.staged) > 0 {
+	if pgErr := dataException(err); pgErr != nil && len(w.staged) > 0 && !s.storesEvents(b.Resource) {
 		s.log.Warn("PostgreSQL rejected a value of the batch; bisecting it to quarantine the changes at fault",
 			"sink", s.name, "resource", w.res.ID(), "changes", len(w.staged), "sqlstate", pgErr.Code, "error", pgErr.Message)
 		err = s.writeBisecting(ctx, w)
@@ -62,6 +64,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 		hm.HistorySkipped(s.name, w.res.ID(), int(w.skipped))
 	}
 	s.upkeep.AfterWrite()
+	s.maybeRetainEvents()
 	return nil
 }
 

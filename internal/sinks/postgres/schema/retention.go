@@ -13,10 +13,14 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
+// RetentionEvery is how often, at most, a writer's upkeep deletes old rows in the
+// background: old changes here, old events in the sink (events.go).
+const RetentionEvery = time.Minute
+
 // retentionEvery is how often, at most, AfterWrite starts the deletion of old changes
 // rows; partitionsEvery how often it creates the months ahead (EnsurePartitions).
 const (
-	retentionEvery  = time.Minute
+	retentionEvery  = RetentionEvery
 	partitionsEvery = time.Hour
 )
 

@@ -84,6 +84,16 @@ func (u *Upkeep) Start(ctx context.Context) {
 	u.ensurePartitionsLogged(ctx)
 }
 
+// Background runs f in the upkeep's background, with a context Close cancels; Close waits
+// for it. The sink's own upkeep (the events retention) runs here, beside the schema's.
+func (u *Upkeep) Background(f func(ctx context.Context)) {
+	u.bg.Add(1)
+	go func() {
+		defer u.bg.Done()
+		f(u.ctx)
+	}()
+}
+
 // Close stops the background work and waits for it.
 func (u *Upkeep) Close() {
 	u.cancel()
