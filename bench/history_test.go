@@ -19,8 +19,8 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/bench/internal/historygen"
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
-	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
 
 // historyRows is the size of the generated history: 10M (issue 22), or
@@ -38,7 +38,7 @@ type historyQuery struct {
 	name string
 	sql  string
 	args func(r *rand.Rand) []any
-	page func(r *rand.Rand) string // instead of sql: a web UI path, served by internal/ui's handler (server time)
+	page func(r *rand.Rand) string // instead of sql: a web UI path, served by internal/read/ui's handler (server time)
 	// instead of sql: `kube-cdc history` of one object, the sink's History (one cluster).
 	history func(r *rand.Rand) postgres.HistoryQuery
 	runs    int

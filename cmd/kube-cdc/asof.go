@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kube-cdc/kube-cdc/internal/asof"
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/asof"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-cdc/kube-cdc/internal/ui"
+	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 )
 
 // feedRow is one row of the feed as the page shows it.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
-	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
 
 // benchRowsEnv sets how many changes rows BenchmarkPages writes (default 200,000). The

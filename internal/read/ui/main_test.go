@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
-	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
 
 // One apiserver, one PostgreSQL database and one kube-cdc daemon (the real binary,

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
