@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 )
 
 // Validate checks the options as the config layer leaves them (defaults filled). Its
@@ -75,14 +77,6 @@ func dsnPasswords(dsn string) []string {
 	return out
 }
 
-// ScrubPassword replaces every password in s with ********: the one scrubber of
-// PostgreSQL passwords, for the sink's errors, Check's and the options' validation.
-// An empty password scrubs nothing.
-func ScrubPassword(s string, passwords ...string) string {
-	for _, pw := range passwords {
-		if pw != "" {
-			s = strings.ReplaceAll(s, pw, "********")
-		}
-	}
-	return s
-}
+// ScrubPassword replaces every password in s with ********: pgdb.Scrub, the one scrubber
+// of PostgreSQL passwords, for the sink's errors, Check's and the options' validation.
+func ScrubPassword(s string, passwords ...string) string { return pgdb.Scrub(s, passwords...) }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
@@ -88,83 +87,14 @@ type WritersMetrics interface {
 	ConcurrentWriters(sink string, others int)
 }
 
-// Writer is a session holding or waiting for a sink's writer lock: one running kube-cdc
-// writing the sink.
-type Writer struct {
-	Application string    // application_name, "kube-cdc/<host>/<pid>" unless the DSN sets one
-	PID         int       // the server process (backend) serving the session
-	Client      string    // client address and port; "" for a Unix socket or when hidden
-	Since       time.Time // when the session started; zero when hidden
-	Holds       bool      // it holds the lock (and writes); otherwise it waits for it (--wait)
-}
+// Writer is a session holding or waiting for a sink's writer lock (pgdb.Writer).
+type Writer = pgdb.Writer
 
-func (w Writer) String() string {
-	var b strings.Builder
-	b.WriteString(orElse(w.Application, "?"))
-	fmt.Fprintf(&b, " (backend pid %d", w.PID)
-	if w.Client != "" {
-		b.WriteString(", from " + w.Client)
-	}
-	if w.Holds {
-		b.WriteString(", holds the writer lock")
-	} else {
-		b.WriteString(", waits for the writer lock")
-	}
-	if !w.Since.IsZero() {
-		b.WriteString(", connected " + w.Since.UTC().Format(time.RFC3339))
-	}
-	b.WriteString(")")
-	return b.String()
-}
+// writerKey is the advisory lock key of (schema, cluster, sink) (pgdb.WriterKey).
+func writerKey(schema, cluster, sink string) int64 { return pgdb.WriterKey(schema, cluster, sink) }
 
-func orElse(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
-}
-
-// writerKey is the advisory lock key of (schema, cluster, sink); the prefix keeps it apart
-// from the migration lock and from other applications' advisory locks.
-func writerKey(schema, cluster, sink string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("kube-cdc writer\x00" + schema + "\x00" + cluster + "\x00" + sink))
-	return int64(h.Sum64())
-}
-
-// writersQuery lists the sessions other than this one that hold or wait for the lock. A
-// bigint advisory key shows in pg_locks as classid (high half), objid (low half) and
-// objsubid 1. pg_stat_activity hides the address and start of other roles' sessions from
-// a role without pg_read_all_stats: they read as NULL.
-const writersQuery = `SELECT l.pid, coalesce(a.application_name, ''),
-		coalesce(host(a.client_addr) || ':' || a.client_port, ''), a.backend_start, l.granted
-	FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-	WHERE l.locktype = 'advisory' AND l.objsubid = 1
-	  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.pid <> pg_backend_pid()
-	ORDER BY l.granted DESC, a.backend_start, l.pid`
-
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-func queryWriters(ctx context.Context, q querier, key int64) ([]Writer, error) {
-	u := uint64(key)
-	rows, err := q.Query(ctx, writersQuery, int64(u>>32), int64(u&0xffffffff))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Writer, error) {
-		var (
-			w     Writer
-			since *time.Time
-		)
-		err := row.Scan(&w.PID, &w.Application, &w.Client, &since, &w.Holds)
-		if since != nil {
-			w.Since = *since
-		}
-		return w, err
-	})
+func queryWriters(ctx context.Context, q pgdb.Querier, key int64) ([]Writer, error) {
+	return pgdb.Writers(ctx, q, key)
 }
 
 // Writers lists the running kube-cdc processes that write this sink (same database,
@@ -179,27 +109,11 @@ func (s *Sink) Writers(ctx context.Context) ([]Writer, error) {
 	return ws, nil
 }
 
-// applicationName names this process to PostgreSQL, "kube-cdc/<host>/<pid>", cut to the
-// 63 bytes the server keeps by shortening the host, so the pid survives.
-func applicationName() string {
-	host, _ := os.Hostname()
-	pid := "/" + strconv.Itoa(os.Getpid())
-	const prefix, limit = "kube-cdc/", 63
-	if room := limit - len(prefix) - len(pid); len(host) > room {
-		host = host[:max(room, 0)]
-	}
-	return prefix + orElse(host, "?") + pid
-}
+// applicationName is pgdb.ApplicationName.
+func applicationName() string { return pgdb.ApplicationName() }
 
-// setApplicationName sets application_name unless the DSN (or PGAPPNAME) chose one.
-func setApplicationName(cc *pgconn.Config) {
-	if cc.RuntimeParams == nil {
-		cc.RuntimeParams = map[string]string{}
-	}
-	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = applicationName()
-	}
-}
+// setApplicationName is pgdb.SetApplicationName.
+func setApplicationName(cc *pgconn.Config) { pgdb.SetApplicationName(cc) }
 
 // writerLock holds a sink's writer lock in the background until stop.
 type writerLock struct {
