@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 func TestParseTimeReadsRFC3339NowAndDurationsBackFromNow(t *testing.T) {
@@ -35,7 +35,7 @@ func TestParseTimeReadsRFC3339NowAndDurationsBackFromNow(t *testing.T) {
 
 func TestPrintShowsAgeAtTheMomentAndListsForYAMLAndJSON(t *testing.T) {
 	at := time.Date(2026, 5, 1, 14, 3, 0, 0, time.UTC)
-	objs := []postgres.AsOfObject{
+	objs := []store.AsOfObject{
 		{Namespace: "shop", Name: "web", RV: 120, Object: json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web","namespace":"shop","creationTimestamp":"2026-05-01T12:03:00Z"}}`)},
 		{Namespace: "shop", Name: "db", RV: 7, Object: json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"db","namespace":"shop","creationTimestamp":"2026-04-28T14:03:00Z"}}`)},
 	}

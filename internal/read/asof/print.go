@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // Outputs are the values of -o.
@@ -22,7 +22,7 @@ var Outputs = []string{"table", "yaml", "json"}
 // read and some object is namespaced) and the first column says NAME otherwise; AGE is the object's age at that moment
 // (at minus its metadata.creationTimestamp), as kubectl get would have printed it then.
 // yaml and json are a kubectl List of the objects, in the table's order.
-func Print(w io.Writer, objs []postgres.AsOfObject, at time.Time, output string, namespaces bool) error {
+func Print(w io.Writer, objs []store.AsOfObject, at time.Time, output string, namespaces bool) error {
 	switch output {
 	case "table":
 		return printTable(w, objs, at, namespaces)
@@ -54,7 +54,7 @@ func Print(w io.Writer, objs []postgres.AsOfObject, at time.Time, output string,
 	return fmt.Errorf("-o %q: want table, yaml or json", output)
 }
 
-func printTable(w io.Writer, objs []postgres.AsOfObject, at time.Time, namespaces bool) error {
+func printTable(w io.Writer, objs []store.AsOfObject, at time.Time, namespaces bool) error {
 	if len(objs) == 0 {
 		_, err := fmt.Fprintf(w, "No resources found as of %s.\n", at.UTC().Format(time.RFC3339Nano))
 		return err

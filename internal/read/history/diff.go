@@ -24,9 +24,22 @@ func Decode(b []byte) (any, error) {
 	return v, nil
 }
 
-// yamlDiff is a unified diff (3 lines of context) of the objects' YAML without
-// metadata.resourceVersion, which changes every time and is in the header; from nil
-// shows to whole, as added lines.
+// DiffLine is one line of a version's diff, classed as it was made (never parsed back
+// from the text).
+type DiffLine struct {
+	// Class is "add" or "del" for a line the version added or removed, "hunk" for a hunk's
+	// header (@@ -a,b +c,d @@), "" for context and notes.
+	Class string
+	// Text is the line as history prints it, its prefix (+, -, space) included, without
+	// the newline; characters that are invisible or reorder text are shown as markers
+	// (Visible).
+	Text string
+}
+
+// yamlDiff is the text of the unified diff (3 lines of context) of the objects' YAML
+// without metadata.resourceVersion, which changes every time and is in the header; from
+// nil shows to whole, as added lines. Show diffs the same way from objects it decoded
+// once (document).
 func yamlDiff(from, to any) (string, error) {
 	a, err := diffYAML(from)
 	if err != nil {
@@ -36,7 +49,61 @@ func yamlDiff(from, to any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: a, B: b, Context: 3})
+	return text(unified(a, b)), nil
+}
+
+// text is lines as history prints them, each ending in a newline.
+func text(lines []DiffLine) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// unified is the unified diff of a and b (lines ending in a newline) with 3 lines of
+// context, as difflib.WriteUnifiedDiff writes it without file names.
+func unified(a, b []string) []DiffLine {
+	var out []DiffLine
+	add := func(class, prefix, line string) {
+		out = append(out, DiffLine{Class: class, Text: Visible(prefix + strings.TrimSuffix(line, "\n"))})
+	}
+	for _, g := range difflib.NewMatcher(a, b).GetGroupedOpCodes(3) {
+		first, last := g[0], g[len(g)-1]
+		out = append(out, DiffLine{Class: "hunk", Text: fmt.Sprintf("@@ -%s +%s @@", unifiedRange(first.I1, last.I2), unifiedRange(first.J1, last.J2))})
+		for _, c := range g {
+			if c.Tag == 'e' {
+				for _, l := range a[c.I1:c.I2] {
+					add("", " ", l)
+				}
+				continue
+			}
+			if c.Tag == 'r' || c.Tag == 'd' {
+				for _, l := range a[c.I1:c.I2] {
+					add("del", "-", l)
+				}
+			}
+			if c.Tag == 'r' || c.Tag == 'i' {
+				for _, l := range b[c.J1:c.J2] {
+					add("add", "+", l)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// unifiedRange is a hunk's range as the unified format writes it ("3,4", "3", "2,0").
+func unifiedRange(start, stop int) string {
+	beginning, length := start+1, stop-start
+	switch length {
+	case 1:
+		return fmt.Sprintf("%d", beginning)
+	case 0:
+		beginning--
+	}
+	return fmt.Sprintf("%d,%d", beginning, length)
 }
 
 func diffYAML(obj any) ([]string, error) {

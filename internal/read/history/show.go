@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // Entry is one version as history prints it; its JSON is one element of -o json.
@@ -23,17 +24,17 @@ type Entry struct {
 	Reason          string    `json:"reason"`
 	Snapshot        bool      `json:"snapshot"`
 	// Patch turns the previous version's object into this one's; for a version with
-	// nothing to compare with (see postgres.Version.Previous) it replaces the whole
+	// nothing to compare with (see store.Revision.Previous) it replaces the whole
 	// document, so the patches applied in order from {} rebuild every version. Null for an
 	// inferred delete, which carries no object (and changes nothing).
 	Patch []PatchOp `json:"patch"`
 	// Actor is who made the change, from the apiserver's audit events; absent when unknown.
 	Actor *Actor `json:"actor,omitempty"`
 
-	diff string // the text form's body
+	lines []DiffLine // the text form's body
 }
 
-// Actor is the user behind a version (postgres.Actor) as -o json prints it.
+// Actor is the user behind a version (store.Actor) as -o json prints it.
 type Actor struct {
 	Username     string `json:"username"`
 	Impersonator string `json:"impersonator,omitempty"` // who impersonated username
@@ -95,7 +96,10 @@ func (v Entry) Header() string {
 // Diff is the text history prints under the header: a unified diff of the YAML against
 // the version before, or a note when there is none to show. Characters that are
 // invisible or reorder text are shown as markers (Visible), so every line reads as stored.
-func (v Entry) Diff() string { return v.diff }
+func (v Entry) Diff() string { return text(v.lines) }
+
+// Lines is Diff line by line, each classed for highlighting (the web UI's object page).
+func (v Entry) Lines() []DiffLine { return v.lines }
 
 // FormatTime is UTC with microseconds (PostgreSQL's precision), so a time printed by
 // history is exact as --since.
@@ -104,8 +108,9 @@ func FormatTime(t time.Time) string {
 }
 
 // Show turns versions, in the order they were written, into what history prints.
-func Show(versions []postgres.Version) ([]Entry, error) {
+func Show(versions []store.Revision) ([]Entry, error) {
 	out := make([]Entry, 0, len(versions))
+	var last document
 	for _, v := range versions {
 		sv := Entry{ID: v.ID, ObservedAt: v.ObservedAt.UTC(), Op: v.Op, ResourceVersion: v.RV.String(), UID: v.UID,
 			ChangedBy: v.ChangedBy, Inferred: v.Inferred, Reason: v.Reason, Snapshot: v.Snapshot}
@@ -117,27 +122,29 @@ func Show(versions []postgres.Version) ([]Entry, error) {
 			}
 		}
 		if v.Object == nil {
-			sv.diff = fmt.Sprintf("(no object: kube-cdc inferred this delete, reason %s; the last state it saw is the version before)\n", v.Reason)
+			sv.lines = note(fmt.Sprintf("(no object: kube-cdc inferred this delete, reason %s; the last state it saw is the version before)", v.Reason))
 			out = append(out, sv)
 			continue
 		}
-		to, err := Decode(v.Object)
+		to, err := decoded(v.Object)
 		if err != nil {
 			return nil, fmt.Errorf("version %d: %w", v.ID, err)
 		}
-		var from any // nil: nothing to compare with; shown whole
-		if v.Previous != nil {
-			if from, err = Decode(v.Previous); err != nil {
+		from := document{} // nothing to compare with: shown whole
+		switch {
+		case v.Previous == nil:
+		case bytes.Equal(v.Previous, last.raw):
+			from = last // the version before, decoded already: most versions
+		default:
+			if from, err = decoded(v.Previous); err != nil {
 				return nil, fmt.Errorf("the version before %d: %w", v.ID, err)
 			}
 		}
-		sv.Patch = JSONPatch(from, to)
-		if sv.diff, err = yamlDiff(from, to); err != nil {
-			return nil, fmt.Errorf("version %d: %w", v.ID, err)
-		}
-		sv.diff = Visible(sv.diff)
-		if sv.diff == "" {
-			sv.diff = "(the object did not change besides its resourceVersion)\n"
+		last = to
+		sv.Patch = JSONPatch(from.value, to.value)
+		sv.lines = unified(from.yaml, to.yaml)
+		if len(sv.lines) == 0 {
+			sv.lines = note("(the object did not change besides its resourceVersion)")
 		}
 		out = append(out, sv)
 	}
@@ -156,7 +163,26 @@ func Print(w io.Writer, title string, entries []Entry, output string) error {
 	for _, v := range entries {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, v.Header())
-		fmt.Fprint(w, v.diff)
+		fmt.Fprint(w, v.Diff())
 	}
 	return nil
+}
+
+// note is a diff of one line that says why there is no diff to show.
+func note(text string) []DiffLine { return []DiffLine{{Text: Visible(text)}} }
+
+// document is a version's object decoded, and its YAML as the diff compares it.
+type document struct {
+	raw   []byte
+	value any      // nil: no object
+	yaml  []string // diffYAML's lines
+}
+
+func decoded(raw []byte) (document, error) {
+	v, err := Decode(raw)
+	if err != nil {
+		return document{}, err
+	}
+	y, err := diffYAML(v)
+	return document{raw: raw, value: v, yaml: y}, err
 }

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 func TestShownVersionsPrintAHeaderAndADiffEachAndTheirPatchesRebuildEveryVersion(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	v1 := `{"metadata":{"name":"web","resourceVersion":"11"},"spec":{"replicas":1}}`
 	v2 := `{"metadata":{"name":"web","resourceVersion":"12"},"spec":{"replicas":2}}`
-	versions := []postgres.Version{
+	versions := []store.Revision{
 		{ID: 1, ObservedAt: at, Op: change.OpCreate, RV: 11, UID: "u1", ChangedBy: "kubectl/Update", Object: json.RawMessage(v1)},
 		{ID: 2, ObservedAt: at.Add(time.Second), Op: change.OpUpdate, RV: 12, UID: "u1", Object: json.RawMessage(v2), Previous: json.RawMessage(v1)},
 		{ID: 3, ObservedAt: at.Add(2 * time.Second), Op: change.OpDelete, RV: 13, UID: "u1", Inferred: true, Reason: "relist"},
@@ -67,11 +67,11 @@ func TestShownVersionsPrintAHeaderAndADiffEachAndTheirPatchesRebuildEveryVersion
 func TestAVersionWithAnActorSaysWhoMadeItHowItWasJoinedAndTheFieldManager(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	obj := json.RawMessage(`{"metadata":{"name":"web"}}`)
-	shown, err := Show([]postgres.Version{
+	shown, err := Show([]store.Revision{
 		{ID: 1, ObservedAt: at, Op: change.OpCreate, RV: 11, ChangedBy: "kubectl-create/Update", Object: obj,
-			Actor: &postgres.Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5 (linux/amd64) kubernetes/0123abc", Match: "exact", AuditID: "a1", Verb: "create"}},
+			Actor: &store.Actor{Username: "dev-a@example.com", UserAgent: "kubectl/v1.36.5 (linux/amd64) kubernetes/0123abc", Match: "exact", AuditID: "a1", Verb: "create"}},
 		{ID: 2, ObservedAt: at, Op: change.OpUpdate, RV: 12, Object: obj, Previous: obj,
-			Actor: &postgres.Actor{Username: "system:serviceaccount:ci:deployer", Impersonator: "dev-b@example.com", UserAgent: "deployer/1.0",
+			Actor: &store.Actor{Username: "system:serviceaccount:ci:deployer", Impersonator: "dev-b@example.com", UserAgent: "deployer/1.0",
 				Match: "nearest", Distance: 1234 * time.Millisecond, Verb: "patch"}},
 	})
 	if err != nil {

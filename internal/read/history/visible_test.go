@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 func TestVisibleShowsEveryCharacterThatHidesOrReordersTextAsAMarker(t *testing.T) {
@@ -35,10 +35,10 @@ func TestAValueWithABidiOverrideIsShownWithMarkersInTheDiffAndTheHeaderButExactI
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	v1 := `{"data":{"allow":"false"}}`
 	v2 := `{"data":{"allow":"\u202Eeslaf"}}` // reads as "false" where the override is honoured
-	shown, err := Show([]postgres.Version{
+	shown, err := Show([]store.Revision{
 		{ID: 1, ObservedAt: at, Op: change.OpCreate, RV: 1, Object: json.RawMessage(v1)},
 		{ID: 2, ObservedAt: at, Op: change.OpUpdate, RV: 2, Object: json.RawMessage(v2), Previous: json.RawMessage(v1),
-			Actor: &postgres.Actor{Username: "dev", UserAgent: "kubectl\u202E/1", Match: "exact"}},
+			Actor: &store.Actor{Username: "dev", UserAgent: "kubectl\u202E/1", Match: "exact"}},
 	})
 	if err != nil {
 		t.Fatal(err)

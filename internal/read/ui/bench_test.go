@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
@@ -71,7 +72,12 @@ func BenchmarkPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("%d changes rows written in %v", rows, time.Since(start).Round(time.Millisecond))
-	h, err := ui.New(ui.Options{Pool: pool, Schema: bschema, Cluster: "bench"})
+	bst, err := ui.Connect(ctx, store.Options{DSN: dsn, Schema: bschema, Cluster: "bench"}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bst.Close()
+	h, err := ui.New(ui.Options{Store: bst, Cluster: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

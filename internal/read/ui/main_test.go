@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/read/ui"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
@@ -33,8 +33,9 @@ var (
 	dsn     string
 	binary  string
 	cfgPath string
-	runUI   string // the daemon's ui.address
-	pool    *pgxpool.Pool
+	runUI   string        // the daemon's ui.address
+	pool    *pgxpool.Pool // the UI store's read-only pool
+	st      *store.Store
 )
 
 const (
@@ -111,11 +112,13 @@ ui:
 		return 1
 	}
 	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
-	if pool, err = ui.Connect(ctx, dsn, true); err != nil {
+	// Without ping: the daemon migrates the schema meanwhile (the loop below waits).
+	if st, err = ui.Connect(ctx, store.Options{DSN: dsn, Schema: schema, Cluster: cluster, Sink: "warehouse"}, false); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer pool.Close()
+	defer st.Close()
+	pool = st.Pool()
 	// The daemon has migrated and written its first checkpoints once it has any.
 	for {
 		var n int
@@ -150,12 +153,12 @@ func newServer(t *testing.T, mod func(*ui.Options)) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := ui.Options{Pool: pool, Schema: schema, Cluster: cluster,
+	o := ui.Options{Store: st, Cluster: cluster,
 		Status: func(ctx context.Context) (*status.Report, error) {
-			return status.ReadWith(ctx, cfg, nil, func() ([]status.Target, error) { return nil, nil },
-				func(_ context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
-					return postgres.ReaderOn(pool, sc.Name, cfg.Cluster, sc.Postgres.Schema), nil
-				})
+			return status.Read(ctx, cfg, nil, func() ([]status.Target, error) { return nil, nil },
+				status.Stores{Open: func(context.Context, *config.Config, config.Sink) (*store.Store, func(), error) {
+					return st, func() {}, nil
+				}})
 		}}
 	if mod != nil {
 		mod(&o)

@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/read/history"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // version is one changes row of the object page, newest first, with its diff.
@@ -23,11 +20,7 @@ type version struct {
 	Epoch                     int
 	EpochMark                 bool // the first version seen in its epoch after one in an earlier epoch
 	User, Impersonator, Match string
-	Lines                     []diffLine
-}
-
-type diffLine struct {
-	Class, Text string // Class: add | del | hunk | head | ""
+	Lines                     []history.DiffLine
 }
 
 type link struct {
@@ -42,46 +35,12 @@ type objectPage struct {
 	TimelineURL               string
 }
 
-// versionsSQL is postgres.historySQL (what `kube-cdc history` reads) with the epoch and,
-// when actors exist, the user: the same rows and the same previous object, so the page
-// shows the same diff. $1 cluster, $2 group, $3 resource, $4 namespace, $5 name.
-const versionsSQL = `SELECT h.id, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, coalesce(h.reason, ''),
-		h.snapshot, h.object, h.previous, h.epoch, %[2]s
-	  FROM (SELECT id, observed_at, op, resource_version, uid, changed_by, inferred, reason, snapshot, object, epoch,
-	               CASE WHEN lag(op) OVER w <> 'delete' AND (lag(uid) OVER w = uid OR '' IN (uid, lag(uid) OVER w))
-	                    THEN lag(object) OVER w END AS previous
-	          FROM %[1]s.changes
-	         WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND namespace = $4 AND name = $5
-	        WINDOW w AS (ORDER BY id)) h %[3]s
-	 ORDER BY h.id`
-
-func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string, actors bool) ([]version, error) {
-	cols, join := "'', '', ''", ""
-	if actors {
-		cols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
-		join = postgres.ActorJoinSQL(s.schema, "x.username, x.impersonator, x.match")
-	}
-	rows, err := s.o.Pool.Query(ctx, fmt.Sprintf(versionsSQL, s.schema, cols, join), cluster, group, resource, namespace, name)
-	if err != nil {
-		return nil, fmt.Errorf("read the versions: %w", err)
-	}
-	var raw []postgres.Version
-	var extra []version
-	for rows.Next() {
-		var v postgres.Version
-		var x version
-		var op string
-		if err := rows.Scan(&v.ID, &v.ObservedAt, &op, &v.RV, &v.UID, &v.ChangedBy, &v.Inferred, &v.Reason, &v.Snapshot,
-			&v.Object, &v.Previous, &x.Epoch, &x.User, &x.Impersonator, &x.Match); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read the versions: %w", err)
-		}
-		v.Op = change.Op(op)
-		raw = append(raw, v)
-		extra = append(extra, x)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the versions: %w", err)
+// versions reads the object's versions as `kube-cdc history` does (store.History, one
+// read of object_versions()), so the page shows the same diffs, newest first.
+func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string) ([]version, error) {
+	raw, err := s.o.Store.History(ctx, store.HistoryQuery{Cluster: cluster, Group: group, Resource: resource, Namespace: namespace, Name: name})
+	if err != nil && !errors.Is(err, store.ErrNoHistory) {
+		return nil, err
 	}
 	entries, err := history.Show(raw)
 	if err != nil {
@@ -89,75 +48,41 @@ func (s *Server) versions(ctx context.Context, cluster, group, resource, namespa
 	}
 	out := make([]version, len(entries))
 	for i, e := range entries {
-		x := extra[i]
-		x.Entry = e
-		x.EpochMark = i > 0 && extra[i-1].Epoch < x.Epoch
+		x := version{Entry: e, Epoch: raw[i].Epoch, Lines: e.Lines()}
+		if a := raw[i].Actor; a != nil {
+			x.User, x.Impersonator, x.Match = a.Username, a.Impersonator, a.Match
+		}
+		x.EpochMark = i > 0 && raw[i-1].Epoch < x.Epoch
 		// As history's header shows them: a user or manager holding a character that
 		// reorders text cannot pass for another. The diff is already shown so (Diff).
 		x.ChangedBy, x.User, x.Impersonator = history.Visible(e.ChangedBy), history.Visible(x.User), history.Visible(x.Impersonator)
-		x.Lines = diffLines(e.Diff())
 		out[i] = x
 	}
 	slices.Reverse(out) // newest first, as the feed
 	return out, nil
 }
 
-// diffLines classes each line of a unified diff for highlighting.
-func diffLines(d string) []diffLine {
-	var out []diffLine
-	for _, l := range strings.Split(strings.TrimSuffix(d, "\n"), "\n") {
-		c := ""
-		switch {
-		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
-			c = "head"
-		case strings.HasPrefix(l, "@@"):
-			c = "hunk"
-		case strings.HasPrefix(l, "+"):
-			c = "add"
-		case strings.HasPrefix(l, "-"):
-			c = "del"
-		}
-		out = append(out, diffLine{Class: c, Text: l})
-	}
-	return out
-}
-
 // relations reads the object's owners and children from the view owners (migration 013).
 func (s *Server) relations(ctx context.Context, cluster, group, resource, namespace, name, uid string) (owners, children []link, err error) {
-	rows, err := s.o.Pool.Query(ctx, fmt.Sprintf(`SELECT owner_api_group, owner_resource, owner_kind, owner_name, coalesce(controller, false)
-		  FROM %s.owners WHERE cluster = $1 AND api_group = $2 AND resource = $3 AND namespace = $4 AND name = $5
-		 ORDER BY owner_kind, owner_name`, s.schema), cluster, group, resource, namespace, name)
+	refs, err := s.o.Store.Owners(ctx, cluster, group, resource, namespace, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the owners: %w", err)
+		return nil, nil, err
 	}
-	owners, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (link, error) {
-		var g, res, kind, n string
-		var controller bool
-		err := r.Scan(&g, &res, &kind, &n, &controller)
-		l := link{Label: kind + " " + n, URL: objectURL(cluster, g, res, namespace, n)}
-		if controller {
+	for _, r := range refs {
+		l := link{Label: r.Kind + " " + r.Name, URL: objectURL(cluster, r.Group, r.Resource, namespace, r.Name)}
+		if r.Controller {
 			l.Note = "controller"
 		}
-		return l, err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the owners: %w", err)
+		owners = append(owners, l)
 	}
 	if uid == "" {
 		return owners, nil, nil
 	}
-	rows, err = s.o.Pool.Query(ctx, fmt.Sprintf(`SELECT api_group, resource, kind, namespace, name
-		  FROM %s.owners WHERE cluster = $1 AND owner_uid = $2 ORDER BY kind, namespace, name LIMIT 200`, s.schema), cluster, uid)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the children: %w", err)
+	if refs, err = s.o.Store.Children(ctx, cluster, uid); err != nil {
+		return nil, nil, err
 	}
-	children, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (link, error) {
-		var g, res, kind, ns, n string
-		err := r.Scan(&g, &res, &kind, &ns, &n)
-		return link{Label: kind + " " + n, URL: objectURL(cluster, g, res, ns, n)}, err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the children: %w", err)
+	for _, r := range refs {
+		children = append(children, link{Label: r.Kind + " " + r.Name, URL: objectURL(cluster, r.Group, r.Resource, r.Namespace, r.Name)})
 	}
 	return owners, children, nil
 }
@@ -176,7 +101,7 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	op.Title = op.Resource + " " + change.Key{Namespace: op.Namespace, Name: op.Name}.String()
 	group, resource := parseResource(op.Resource)
-	if op.Versions, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name, p.Features.Actors); err != nil {
+	if op.Versions, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
@@ -240,38 +165,16 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ap.Asked = true
-	var ns *string
-	if ap.Namespace != "" {
-		ns = &ap.Namespace
-	}
-	rows, err := s.o.Pool.Query(r.Context(), fmt.Sprintf(`SELECT * FROM %s.as_of($1, $2, $3, $4) LIMIT %d`, s.schema, asOfLimit+1),
-		at, ap.Resource, ns, p.Cluster)
+	group, resource := parseResource(ap.Resource)
+	cols, rows, more, err := s.o.Store.AsOfTable(r.Context(), p.Cluster,
+		store.AsOfQuery{At: at, Group: group, Resource: resource, Namespace: ap.Namespace, AllNamespaces: ap.Namespace == ""}, asOfLimit)
 	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, fmt.Errorf("as_of: %w", err))
+		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	defer rows.Close()
-	nsCol, nameCol := -1, -1
-	for i, fd := range rows.FieldDescriptions() {
-		ap.Columns = append(ap.Columns, fd.Name)
-		switch fd.Name {
-		case "namespace":
-			nsCol = i
-		case "name":
-			nameCol = i
-		}
-	}
-	group, resource := parseResource(ap.Resource)
-	for rows.Next() {
-		if len(ap.Rows) == asOfLimit {
-			ap.Truncated = true
-			break
-		}
-		vals, err := rows.Values()
-		if err != nil {
-			s.fail(w, r, http.StatusInternalServerError, fmt.Errorf("as_of: %w", err))
-			return
-		}
+	ap.Columns, ap.Truncated = cols, more
+	nsCol, nameCol := slices.Index(cols, "namespace"), slices.Index(cols, "name")
+	for _, vals := range rows {
 		cells := make([]cell, len(vals))
 		for i, v := range vals {
 			cells[i] = cell{Text: cellText(v)}
@@ -284,10 +187,6 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 			cells[nameCol].URL = objectURL(p.Cluster, group, resource, namespace, cells[nameCol].Text)
 		}
 		ap.Rows = append(ap.Rows, cells)
-	}
-	if err := rows.Err(); err != nil {
-		s.fail(w, r, http.StatusInternalServerError, fmt.Errorf("as_of: %w", err))
-		return
 	}
 	ap.finish()
 	s.render(w, "asof", ap)

@@ -2,35 +2,18 @@ package ui
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
-// features are the schema objects later migrations add, as this request found them.
-type features struct {
-	AsOf   bool // as_of(timestamptz, text, text, text), migration 013
-	Owners bool // the view owners, migration 013
-	Actors bool // the view change_actors, migration 014
-}
-
-func (s *Server) features(ctx context.Context) (features, error) {
-	var f features
-	err := s.o.Pool.QueryRow(ctx, `SELECT
-		to_regprocedure(quote_ident($1) || '.as_of(timestamptz, text, text, text)') IS NOT NULL,
-		to_regclass(quote_ident($1) || '.owners') IS NOT NULL,
-		to_regclass(quote_ident($1) || '.change_actors') IS NOT NULL`, s.o.Schema).Scan(&f.AsOf, &f.Owners, &f.Actors)
-	if err != nil {
-		return f, fmt.Errorf("probe the schema %s: %w", s.o.Schema, err)
-	}
-	return f, nil
+func (s *Server) features(ctx context.Context) (store.Features, error) {
+	return s.o.Store.Features(ctx)
 }
 
 // page is what every page's frame (templates/base.html) shows.
@@ -38,7 +21,7 @@ type page struct {
 	Title    string
 	Cluster  string
 	Clusters []string // more than one: a fleet database, the picker is shown
-	Features features
+	Features store.Features
 	User     string // from Options.TrustedHeader
 	Status   bool   // the status page exists
 	Elapsed  time.Duration
@@ -58,12 +41,8 @@ func (s *Server) frame(r *http.Request, title string) (page, error) {
 	if p.Features, err = s.features(r.Context()); err != nil {
 		return p, err
 	}
-	rows, err := s.o.Pool.Query(r.Context(), fmt.Sprintf(`SELECT DISTINCT cluster FROM %s.checkpoints ORDER BY 1`, s.schema))
-	if err != nil {
-		return p, fmt.Errorf("read the clusters: %w", err)
-	}
-	if p.Clusters, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return p, fmt.Errorf("read the clusters: %w", err)
+	if p.Clusters, err = s.o.Store.Clusters(r.Context()); err != nil {
+		return p, err
 	}
 	p.Cluster = r.URL.Query().Get("cluster")
 	switch {
@@ -88,17 +67,13 @@ func (s *Server) frame(r *http.Request, title string) (page, error) {
 
 // resources are the resources the cluster has checkpoints of, by id ("deployments.apps").
 func (s *Server) resources(ctx context.Context, cluster string) ([]string, error) {
-	rows, err := s.o.Pool.Query(ctx, fmt.Sprintf(`SELECT DISTINCT api_group, resource FROM %s.checkpoints WHERE cluster = $1 ORDER BY 2, 1`, s.schema), cluster)
+	rs, err := s.o.Store.Resources(ctx, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("read the resources: %w", err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		var r change.Resource
-		err := row.Scan(&r.Group, &r.Resource)
-		return r.ID(), err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the resources: %w", err)
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID()
 	}
 	return out, nil
 }

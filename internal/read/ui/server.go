@@ -14,9 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 )
 
@@ -32,10 +30,10 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// Options configure the handler. Pool and Schema are required.
+// Options configure the handler. Store is required.
 type Options struct {
-	Pool   *pgxpool.Pool // connections to the sink's database (Connect makes read-only ones)
-	Schema string        // the sink's schema, e.g. kube_cdc
+	// Store reads the sink's schema (store.Open, read-only); the handler never closes it.
+	Store *store.Store
 	// Cluster is shown when the URL names none. Default: the only cluster the schema
 	// holds checkpoints of, else the first by name.
 	Cluster string
@@ -56,16 +54,15 @@ type Options struct {
 
 // Server is the UI's http.Handler.
 type Server struct {
-	o      Options
-	schema string // sanitized identifier
-	pages  map[string]*template.Template
-	mux    *http.ServeMux
+	o     Options
+	pages map[string]*template.Template
+	mux   *http.ServeMux
 }
 
 // New checks the options and parses the embedded templates.
 func New(o Options) (*Server, error) {
-	if o.Pool == nil || o.Schema == "" {
-		return nil, errors.New("ui: a pool and a schema are required")
+	if o.Store == nil {
+		return nil, errors.New("ui: a store is required")
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
@@ -76,7 +73,7 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{o: o, schema: pgx.Identifier{o.Schema}.Sanitize(), pages: map[string]*template.Template{}}
+	s := &Server{o: o, pages: map[string]*template.Template{}}
 	for _, page := range []string{"timeline", "object", "asof", "status", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/base.html", "templates/"+page+".html")
 		if err != nil {
@@ -143,46 +140,14 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// Connect opens a pool whose sessions are read-only (default_transaction_read_only): the
-// UI never writes, whatever the role may do. With ping it connects once to fail now on a
-// wrong DSN or password; without, connections are made as pages need them (inside run,
-// whose sink retries a database that is down, the UI must not fail the start).
-func Connect(ctx context.Context, dsn string, ping bool) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse the PostgreSQL DSN: %w", scrubbed(err, ""))
-	}
-	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
-	cfg.ConnConfig.RuntimeParams["application_name"] = "kube-cdc ui"
-	// The pages' queries read a few rows through indexes over every partition of changes:
-	// at 10M rows the planner estimates them above jit_above_cost, and compiling them cost
-	// more than running them (history() spent 0.9 s of 1 s compiling, docs/benchmarks.md).
-	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	// Each page's statements are prepared once per connection (pgx's statement cache); a
-	// custom plan was made at every execution, 10-20 ms each for the actors' view over
-	// every partition, more than running them. The filters and the time range are
-	// parameters: a generic plan prunes the months at run time.
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", scrubbed(err, cfg.ConnConfig.Password))
-	}
-	if ping {
-		if err := pool.Ping(ctx); err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("connect to PostgreSQL: %w", scrubbed(err, cfg.ConnConfig.Password))
-		}
-	}
-	return pool, nil
-}
-
-// scrubbed keeps a password out of an error's text.
-func scrubbed(err error, password string) error {
-	if password == "" || !strings.Contains(err.Error(), password) {
-		return err
-	}
-	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
+// Connect opens the read store of a sink for the UI: read-only sessions whatever the role
+// may do, named "kube-cdc ui". With ping it checks the schema now (store.Options.Ping):
+// kube-cdc ui fails at once on a wrong DSN, password or schema; without, connections are
+// made as pages need them (inside run, whose sink retries a database that is down, the UI
+// must not fail the start).
+func Connect(ctx context.Context, o store.Options, ping bool) (*store.Store, error) {
+	o.Name, o.MaxConns, o.Ping = "kube-cdc ui", 4, ping
+	return store.Open(ctx, o)
 }
 
 // Serve listens on address and serves h until ctx ends, then shuts down within 5 s. ready,
@@ -206,21 +171,4 @@ func Serve(ctx context.Context, address string, h http.Handler, ready func(addr 
 		defer cancel()
 		return srv.Shutdown(sctx)
 	}
-}
-
-// CheckSchema fails, saying what to do, when schema holds no kube-cdc tables (a wrong
-// schema name, a database never migrated) or the role may not read them.
-func CheckSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	var ok bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass(quote_ident($1) || '.changes') IS NOT NULL AND to_regclass(quote_ident($1) || '.checkpoints') IS NOT NULL`, schema).Scan(&ok); err != nil {
-		return fmt.Errorf("read the schema %s: %w", schema, err)
-	}
-	if !ok {
-		return fmt.Errorf("schema %s has no kube-cdc tables (changes, checkpoints): check the sink's postgres.schema, or run kube-cdc migrate (or run) once", schema)
-	}
-	ident := pgx.Identifier{schema}.Sanitize()
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %[1]s.changes LIMIT 0; SELECT 1 FROM %[1]s.checkpoints LIMIT 0; SELECT 1 FROM %[1]s.objects LIMIT 0`, ident)); err != nil {
-		return fmt.Errorf("read the schema %s: %w (the UI's role needs USAGE on the schema and SELECT on its tables: docs/operations.md, \"Web UI\")", schema, err)
-	}
-	return nil
 }

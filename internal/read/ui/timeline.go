@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // filter is the timeline's state, all of it in the URL.
@@ -128,97 +128,27 @@ func (f filter) values(cluster string, withRange bool) url.Values {
 	return v
 }
 
-// where is the filter as SQL over changes c, numbering its arguments after args.
-func (f filter) where(cluster string, actors bool, keyset bool, args *[]any) string {
-	arg := func(v any) string {
-		*args = append(*args, v)
-		return "$" + strconv.Itoa(len(*args))
-	}
-	conds := []string{"c.cluster = " + arg(cluster), "c.observed_at >= " + arg(f.From)}
-	if !f.To.IsZero() {
-		conds = append(conds, "c.observed_at < "+arg(f.To))
-	}
-	if f.Namespace != "" {
-		conds = append(conds, "c.namespace = "+arg(f.Namespace))
-	}
-	if f.Resource != "" {
-		g, r := parseResource(f.Resource)
-		conds = append(conds, "c.api_group = "+arg(g), "c.resource = "+arg(r))
-	}
-	if f.Name != "" {
-		conds = append(conds, "c.name = "+arg(f.Name))
-	}
-	if f.Op != "" {
-		// Spelled out for delete so the partial index changes_feed_deletes applies.
-		conds = append(conds, "c.op = "+map[string]string{"create": "'create'", "update": "'update'", "delete": "'delete'"}[f.Op])
-	}
-	switch f.Flag {
-	case "snapshot":
-		conds = append(conds, "c.snapshot")
-	case "inferred":
-		conds = append(conds, "c.inferred", "c.op = 'delete'")
-	case "observed":
-		conds = append(conds, "NOT c.inferred", "NOT c.snapshot")
-	}
-	if f.User != "" && actors {
-		// A scalar subquery with LIMIT: evaluated per row scanned, never the view over
-		// every change (an EXISTS may become a semi-join that computes it all).
-		conds = append(conds, "(SELECT a.username FROM %[1]s.change_actors a WHERE a.change_id = c.id AND a.change_observed_at = c.observed_at LIMIT 1) = "+arg(f.User))
-	}
-	if keyset && f.Before > 0 {
-		conds = append(conds, "(c.observed_at, c.id) < ("+arg(f.BeforeAt)+", "+arg(f.Before)+")")
-	}
-	return strings.Join(conds, " AND ")
+// selects is the filter as the store reads it, for cluster.
+func (f filter) selects(cluster string, actors bool) store.Filter {
+	g, r := parseResource(f.Resource)
+	return store.Filter{Cluster: cluster, From: f.From, To: f.To, Namespace: f.Namespace, Group: g, Resource: r,
+		Name: f.Name, Op: f.Op, Flag: f.Flag, User: f.User, Actors: actors, Before: f.Before, BeforeAt: f.BeforeAt}
 }
 
-// row is one change in the feed.
+// row is one change in the feed, with its object page.
 type row struct {
-	ID                               int64
-	ObservedAt                       time.Time
-	Group, Resource, Namespace, Name string
-	UID                              string
-	RV                               int64
-	Op, Reason, ChangedBy            string
-	Inferred, Snapshot               bool
-	Epoch                            int
-	User, Impersonator, Match        string
-	URL                              string
+	store.FeedRow
+	URL string
 }
 
 func (s *Server) feed(ctx context.Context, cluster string, f filter, actors bool) ([]row, bool, error) {
-	var args []any
-	where := f.where(cluster, actors, true, &args)
-	actorCols, actorJoin := "'', '', ''", ""
-	if actors {
-		actorCols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
-		// The page first, then its rows' actors, one lookup each: joined plainly, the
-		// planner may compute the view for every change of the range.
-		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM %[1]s.change_actors x WHERE x.change_id = c.id AND x.change_observed_at = c.observed_at LIMIT 1) a ON true"
-	}
-	sql := fmt.Sprintf(`SELECT c.id, c.observed_at, c.api_group, c.resource, c.namespace, c.name, c.uid, c.resource_version,
-		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, `+actorCols+`
-		  FROM (SELECT * FROM %[1]s.changes c
-		         WHERE `+where+`
-		         ORDER BY c.observed_at DESC, c.id DESC
-		         LIMIT `+strconv.Itoa(s.o.PageSize+1)+`) c `+actorJoin+`
-		 ORDER BY c.observed_at DESC, c.id DESC`, s.schema)
-	rows, err := s.o.Pool.Query(ctx, sql, args...)
+	rows, more, err := s.o.Store.Feed(ctx, f.selects(cluster, actors), s.o.PageSize)
 	if err != nil {
-		return nil, false, fmt.Errorf("read the feed: %w", err)
+		return nil, false, err
 	}
-	out, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
-		var r row
-		err := cr.Scan(&r.ID, &r.ObservedAt, &r.Group, &r.Resource, &r.Namespace, &r.Name, &r.UID, &r.RV,
-			&r.Op, &r.Reason, &r.ChangedBy, &r.Inferred, &r.Snapshot, &r.Epoch, &r.User, &r.Impersonator, &r.Match)
-		r.URL = objectURL(cluster, r.Group, r.Resource, r.Namespace, r.Name)
-		return r, err
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("read the feed: %w", err)
-	}
-	more := len(out) > s.o.PageSize
-	if more {
-		out = out[:s.o.PageSize]
+	out := make([]row, len(rows))
+	for i, r := range rows {
+		out[i] = row{FeedRow: r, URL: objectURL(cluster, r.Group, r.Resource, r.Namespace, r.Name)}
 	}
 	return out, more, nil
 }
@@ -264,41 +194,23 @@ func (s *Server) chart(ctx context.Context, cluster string, f filter, actors boo
 	}
 	step := stepFor(to.Sub(f.From))
 	origin := f.From.Truncate(step)
-	var args []any
-	where := f.where(cluster, actors, false, &args)
-	args = append(args, step, origin)
-	n := len(args)
-	sql := fmt.Sprintf(`SELECT date_bin($`+strconv.Itoa(n-1)+`::interval, c.observed_at, $`+strconv.Itoa(n)+`::timestamptz), c.api_group, c.resource,
-		       CASE WHEN c.op <> 'delete' THEN 'change' WHEN c.inferred THEN 'inferred' ELSE 'delete' END, count(*)
-		  FROM %[1]s.changes c
-		 WHERE `+where+`
-		 GROUP BY 1, 2, 3, 4`, s.schema)
-	rows, err := s.o.Pool.Query(ctx, sql, args...)
+	counts, err := s.o.Store.Counts(ctx, f.selects(cluster, actors), step, origin)
 	if err != nil {
-		return chart{}, fmt.Errorf("read the chart: %w", err)
+		return chart{}, err
 	}
 	type cell struct {
 		at        time.Time
 		res, kind string
 		n         int64
 	}
-	var cells []cell
+	cells := make([]cell, 0, len(counts))
 	totals := map[string]int64{}
-	for rows.Next() {
-		var c cell
-		var g, r string
-		if err := rows.Scan(&c.at, &g, &r, &c.kind, &c.n); err != nil {
-			rows.Close()
-			return chart{}, fmt.Errorf("read the chart: %w", err)
-		}
-		c.res = resourceID(g, r)
+	for _, k := range counts {
+		c := cell{at: k.At, res: resourceID(k.Group, k.Resource), kind: k.Kind, n: k.N}
 		if c.kind == "change" {
 			totals[c.res] += c.n
 		}
 		cells = append(cells, c)
-	}
-	if err := rows.Err(); err != nil {
-		return chart{}, fmt.Errorf("read the chart: %w", err)
 	}
 	names := make([]string, 0, len(totals))
 	for k := range totals {
