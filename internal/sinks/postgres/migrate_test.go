@@ -210,14 +210,21 @@ func TestASchemaMigratedBeforeChecksumsWereRecordedGetsThemAtTheNextMigrate(t *t
 	}
 	s.Close()
 
+	// What MigrateBefore left: 017_history_changed and every migration after it.
+	var pending []string
+	for _, f := range embeddedMigrations(t) {
+		if f.Version >= "017_history_changed" {
+			pending = append(pending, f.Version)
+		}
+	}
 	applied, err := Migrate(testCtx(t), dsn, "kube_cdc")
-	if err != nil || !slices.Equal(applied, []string{"017_history_changed"}) {
-		t.Fatalf("Migrate applied %v, %v; want 017_history_changed", applied, err)
+	if err != nil || !slices.Equal(applied, pending) {
+		t.Fatalf("Migrate applied %v, %v; want %v", applied, err, pending)
 	}
 	var want []string
 	for _, f := range embeddedMigrations(t) {
 		by := "<null>" // applied before the version was recorded: unknown
-		if f.Version == "017_history_changed" {
+		if slices.Contains(pending, f.Version) {
 			by = version.Short()
 		}
 		want = append(want, f.Version+" "+f.SHA256+" "+by)
