@@ -8,6 +8,9 @@
 // character that is invisible or reorders text as a marker, ⟨U+202E⟩ (Visible), and so
 // does the web UI's object page, which shows the same diffs.
 //
-// The versions come from a PostgreSQL sink's changes table (postgres.Sink.History); the
-// package reads no database itself.
+// Its contract: the versions come from the read store (store.History: object_versions(),
+// the rows history() returns too), and the package reads no database itself; Show decodes
+// each version once, and makes each diff line classed as it is made (DiffLine), so the
+// web UI highlights a diff without parsing its text; the text is difflib's unified diff,
+// line for line.
 package history

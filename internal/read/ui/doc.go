@@ -15,14 +15,17 @@
 //     range presets and the filters still work.
 //   - /object every version of one object: when, op, RV, field manager, user (actors),
 //     reason of an inferred delete, epoch, and the diff against the version before, the
-//     same as `kube-cdc history` (internal/history); owners and children when the
+//     same as `kube-cdc history` (internal/read/history) from the same read
+//     (store.History: object_versions(), migration 020); owners and children when the
 //     relation view `owners` exists.
 //   - /asof a namespace's objects of a resource at a moment, when as_of() exists.
 //   - /status what `kube-cdc status` shows, from the callback Options.Status.
 //
-// Later migrations add the as-of function (as_of), the relation views (owners) and the
-// actors (change_actors). Each request probes for them (to_regclass, to_regprocedure)
-// and the pages leave out what is absent, so the UI works on any migrated schema.
+// Every read goes through internal/read/store (Options.Store), which owns the queries;
+// this package turns URLs into reads and rows into pages. Migration 013 adds the as-of
+// function (as_of) and the relation views (owners), 014 the actors (change_actors):
+// each request probes for them and the pages leave out what is absent. The object page
+// needs object_versions (020), which `kube-cdc migrate` (or run) creates.
 //
 // Contract: the handler only reads (its connections set default_transaction_read_only,
 // and a role with USAGE on the schema and SELECT on its tables and views is enough);
