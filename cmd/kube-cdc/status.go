@@ -38,7 +38,7 @@ resources it does not stream now, and those it streams but may no longer list or
 // readStatus is status.Read with the resources resolved as run resolves them: a resource
 // waiting for its CRD still has checkpoints.
 func readStatus(ctx context.Context, cfg *config.Config) (*status.Report, error) {
-	return status.Read(ctx, cfg, configuredScopes(cfg), func() ([]status.Target, error) {
+	return status.Read(ctx, cfg, configuredScopes(cfg), func() ([]status.ScopedResource, error) {
 		src, err := connectSource(cfg)
 		if err != nil {
 			return nil, err
@@ -47,9 +47,9 @@ func readStatus(ctx context.Context, cfg *config.Config) (*status.Report, error)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]status.Target, len(targets))
+		out := make([]status.ScopedResource, len(targets))
 		for i, t := range targets {
-			out[i] = status.Target{Resource: t.Resource, Owns: t.Owns(),
+			out[i] = status.ScopedResource{Resource: t.Resource, Owns: t.Owns(),
 				Scope: contentOf(source.Scope{Namespaces: t.Namespaces, LabelSelector: t.LabelSelector, FieldSelector: t.FieldSelector})}
 		}
 		return out, nil

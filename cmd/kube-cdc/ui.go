@@ -98,7 +98,7 @@ func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, pin
 		Token: cfg.UI.Token, TrustedHeader: cfg.UI.TrustedHeader, Log: log,
 		Status: func(ctx context.Context) (*status.Report, error) {
 			// Through the UI's own store: read-only, and connected once, not per request.
-			return status.Read(ctx, &only, configuredScopes(&only), func() ([]status.Target, error) { return nil, nil },
+			return status.Read(ctx, &only, configuredScopes(&only), func() ([]status.ScopedResource, error) { return nil, nil },
 				status.Stores{Open: func(context.Context, *config.Config, config.Sink) (*store.Store, func(), error) {
 					return st, func() {}, nil
 				}, JoinCounts: joinCounts})

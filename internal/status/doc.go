@@ -12,7 +12,7 @@
 // kube-cdc serves at metrics.address (filestore.go).
 //
 // The command hands in what needs the cluster or a sink's own code: the configured
-// resources (Target) and the scopes' content, which need discovery, and the PostgreSQL
+// resources (ScopedResource) and the scopes' content, which need discovery, and the PostgreSQL
 // stores and the audit join's counts (Stores). It stays outside internal/read because it
 // reads every kind of sink's checkpoints (Kafka topics, files), not only the schema.
 package status

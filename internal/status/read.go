@@ -18,9 +18,9 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 )
 
-// Target is one configured resource and scope, as the command resolved it, for the sinks
+// ScopedResource is one configured resource and scope, as the command resolved it, for the sinks
 // that keep their checkpoints in a store (Kafka, stdout).
-type Target struct {
+type ScopedResource struct {
 	Resource change.Resource
 	Scope    Scope
 	Owns     func(change.Key) bool // the keys of the scope; nil: every key
@@ -43,9 +43,9 @@ type Stores struct {
 // keeps its checkpoints in a store. PostgreSQL sinks (and the audit counts) are read
 // through stores: the command `status` opens a read-only pool of its own per sink, the
 // web UI hands its own in. It writes nothing.
-func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error), stores Stores) (*Report, error) {
+func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]ScopedResource, error), stores Stores) (*Report, error) {
 	r := &Report{Cluster: cfg.Cluster, Sinks: []Sink{}}
-	var resolved []Target
+	var resolved []ScopedResource
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
 			s, err := postgresStatus(ctx, cfg, sc, scopes, stores)
@@ -155,7 +155,7 @@ func ptr[T any](v T) *T { return &v }
 // number of live keys per configured resource (the store keeps no times or tombstones).
 // For a kafka sink it also counts and names the quarantined changes no later version
 // replaced (kafkaQuarantine).
-func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []Target) (Sink, error) {
+func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []ScopedResource) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: sc.Checkpoint.Type, Resources: []resourceStatus{}}
 	var (
 		store      checkpoint.Store

@@ -155,7 +155,7 @@ func newServer(t *testing.T, mod func(*ui.Options)) *httptest.Server {
 	}
 	o := ui.Options{Store: st, Cluster: cluster,
 		Status: func(ctx context.Context) (*status.Report, error) {
-			return status.Read(ctx, cfg, nil, func() ([]status.Target, error) { return nil, nil },
+			return status.Read(ctx, cfg, nil, func() ([]status.ScopedResource, error) { return nil, nil },
 				status.Stores{Open: func(context.Context, *config.Config, config.Sink) (*store.Store, func(), error) {
 					return st, func() {}, nil
 				}})
