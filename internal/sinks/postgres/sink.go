@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/roundtrip"
 )
@@ -251,20 +252,17 @@ func (s *Sink) Close() error {
 	return nil
 }
 
-// poolConfig parses opts.DSN into the pool configuration the sink and its readers share:
-// the application name that names this process to other writers (writers.go) and a
-// connect timeout. It returns the DSN's password, which every error is scrubbed of.
+// poolConfig parses opts.DSN into the pool configuration the sink shares with the read
+// store (pgdb.Config): the application name that names this process to other writers
+// (writers.go) and a connect timeout. It returns the DSN's password, which every error is
+// scrubbed of.
 func poolConfig(name string, opts Options) (*pgxpool.Config, string, error) {
 	if opts.DSN == "" {
 		return nil, "", retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
 	}
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, password, err := pgdb.Config(opts.DSN)
 	if err != nil {
-		return nil, "", fmt.Errorf("postgres sink %q: %w", name, classify(err, ""))
+		return nil, "", fmt.Errorf("postgres sink %q: %w", name, err)
 	}
-	setApplicationName(&cfg.ConnConfig.Config)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
-	return cfg, cfg.ConnConfig.Password, nil
+	return cfg, password, nil
 }
