@@ -13,13 +13,15 @@
 --   - the actor's columns of change_actor (014; NULL when unknown), looked up only for
 --     the clusters that hold an audit event of the key, or a deletecollection in its
 --     namespace: elsewhere (most objects, most clusters) the lookup is a one-time filter.
--- p_cluster NULL reads every cluster that has a checkpoint; p_since NULL every version.
+-- p_cluster NULL reads every cluster that has a checkpoint; p_since NULL every version;
+-- p_objects false leaves object and previous NULL (history(), which returns neither, does
+-- not copy two documents a version out of the function).
 --
 -- PL/pgSQL, so that a session keeps its plan: generic from the first call (the key is
 -- not the partition key, so a custom plan prunes nothing a generic one does not prune at
 -- run time), without JIT (017: compiling it cost more than running it).
 CREATE FUNCTION object_versions(p_resource text, p_namespace text, p_name text, p_cluster text DEFAULT NULL,
-                                p_since timestamptz DEFAULT NULL)
+                                p_since timestamptz DEFAULT NULL, p_objects boolean DEFAULT true)
 RETURNS TABLE (id bigint, cluster text, observed_at timestamptz, op text, rv bigint, uid text,
                changed_by text, inferred boolean, reason text, snapshot boolean, epoch int,
                object jsonb, previous jsonb, changed text[],
@@ -45,7 +47,7 @@ BEGIN
                                          AND e.namespace = p_namespace AND e.name IN (p_name, '')));
     RETURN QUERY
     SELECT h.id, h.cluster, h.observed_at, h.op, h.resource_version, h.uid, h.changed_by, h.inferred, h.reason,
-           h.snapshot, h.epoch, h.object, h.previous,
+           h.snapshot, h.epoch, CASE WHEN p_objects THEN h.object END, CASE WHEN p_objects THEN h.previous END,
            CASE WHEN h.object IS NOT NULL
                 THEN array_remove(coalesce(h.changed, changed_paths(coalesce(h.previous, '{}'), h.object)),
                                   '/metadata/resourceVersion')
@@ -86,6 +88,6 @@ LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$ SELECT v.id, v.cluster, v.observed_at, v.op, v.rv, v.uid, v.changed_by, v.inferred, v.reason, v.snapshot,
              v.changed, v.username, v.impersonator, v.user_agent, v.match
-        FROM object_versions($1, $2, $3, $4) v $$;
+        FROM object_versions($1, $2, $3, $4, NULL, false) v $$;
 
 DROP FUNCTION history_rows(text, text, text, text);
