@@ -4,7 +4,7 @@ GO ?= go
 PKGS := ./...
 # make test lists the slowest packages first (each starts its own servers): go test starts
 # packages in the order given, four at a time, so these no longer start last and end late.
-TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ ./internal/ui/ \
+TEST_PKGS := ./e2e/ ./internal/testenv/ ./internal/sinks/postgres/ ./internal/integration/ ./internal/source/ ./internal/read/ui/ \
 	./internal/deploytest/ ./internal/sinks/kafka/ ./...
 # Packages whose tests start no server (fake clientsets and in-memory sinks at most).
 UNIT_PKGS := ./internal/change/... ./internal/retry/... ./internal/layout/... ./internal/pipeline/... \
@@ -80,10 +80,10 @@ bench: testbin ## Run the benchmarks against real servers; they print ratios aga
 	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...
 	$(GO) test -run '^$$' -bench StoredChangedPathsWriteCost -benchtime 1x ./internal/sinks/postgres/
 
-ui-assets: ## Rebuild the web UI's embedded chart library (internal/ui/static/uPlot.*) from internal/ui/web/package-lock.json (needs npm).
-	cd internal/ui/web && npm ci --no-audit --no-fund --ignore-scripts
-	cp internal/ui/web/node_modules/uplot/dist/uPlot.iife.min.js internal/ui/web/node_modules/uplot/dist/uPlot.min.css internal/ui/static/
-	cp internal/ui/web/node_modules/uplot/LICENSE internal/ui/static/uPlot.LICENSE
+ui-assets: ## Rebuild the web UI's embedded chart library (internal/read/ui/static/uPlot.*) from internal/read/ui/web/package-lock.json (needs npm).
+	cd internal/read/ui/web && npm ci --no-audit --no-fund --ignore-scripts
+	cp internal/read/ui/web/node_modules/uplot/dist/uPlot.iife.min.js internal/read/ui/web/node_modules/uplot/dist/uPlot.min.css internal/read/ui/static/
+	cp internal/read/ui/web/node_modules/uplot/LICENSE internal/read/ui/static/uPlot.LICENSE
 
 demo: testbin build ## Start a throwaway cluster (KWOK nodes) and Postgres, stream a sample workload and a rollout into Postgres (Ctrl-C stops everything).
 	$(GO) run ./hack/demo

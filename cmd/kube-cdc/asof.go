@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kube-cdc/kube-cdc/internal/asof"
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/history"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/asof"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // asOfOptions are the flags of `kube-cdc as-of`.
@@ -61,20 +61,12 @@ func runAsOf(ctx context.Context, w io.Writer, cfg *config.Config, when, resourc
 	if at.After(now) {
 		return fmt.Errorf("TIME %q: %s is in the future", when, history.FormatTime(at))
 	}
-	s, sc, err := openHistorySink(ctx, cfg, opts.sink, "as-of")
+	s, sc, res, err := openRecorded(ctx, cfg, opts.sink, "as-of", resourceName)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	recorded, err := s.RecordedResources(ctx)
-	if err != nil {
-		return fmt.Errorf("sink %s: %w", sc.Name, err)
-	}
-	res, err := history.MatchRecorded(resourceName, recorded)
-	if err != nil {
-		return fmt.Errorf("sink %s, cluster %s: %w", sc.Name, cfg.Cluster, err)
-	}
-	objs, err := s.AsOf(ctx, postgres.AsOfQuery{At: at, Group: res.Group, Resource: res.Resource,
+	objs, err := s.AsOf(ctx, store.AsOfQuery{At: at, Group: res.Group, Resource: res.Resource,
 		Namespace: opts.namespace, AllNamespaces: !nsSet})
 	if err != nil {
 		return fmt.Errorf("sink %s: %w", sc.Name, err)

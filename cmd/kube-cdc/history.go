@@ -12,7 +12,8 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
@@ -67,21 +68,12 @@ func runHistory(ctx context.Context, w io.Writer, cfg *config.Config, resourceNa
 	if err != nil {
 		return err
 	}
-	s, sc, err := openHistorySink(ctx, cfg, opts.sink, "history")
+	s, sc, res, err := openRecorded(ctx, cfg, opts.sink, "history", resourceName)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	where := fmt.Sprintf("in cluster %s (sink %s)", cfg.Cluster, sc.Name)
-
-	recorded, err := s.RecordedResources(ctx)
-	if err != nil {
-		return fmt.Errorf("sink %s: %w", sc.Name, err)
-	}
-	res, err := history.MatchRecorded(resourceName, recorded)
-	if err != nil {
-		return fmt.Errorf("sink %s, cluster %s: %w", sc.Name, cfg.Cluster, err)
-	}
 	ns := opts.namespace
 	if !nsSet {
 		nss, err := s.HistoryNamespaces(ctx, res.Group, res.Resource, name)
@@ -98,8 +90,8 @@ func runHistory(ctx context.Context, w io.Writer, cfg *config.Config, resourceNa
 		}
 	}
 	key := change.Key{Namespace: ns, Name: name}
-	versions, err := s.History(ctx, postgres.HistoryQuery{Group: res.Group, Resource: res.Resource, Namespace: ns, Name: name, Since: since})
-	if errors.Is(err, postgres.ErrNoHistory) {
+	versions, err := s.History(ctx, store.HistoryQuery{Group: res.Group, Resource: res.Resource, Namespace: ns, Name: name, Since: since})
+	if errors.Is(err, store.ErrNoHistory) {
 		return fmt.Errorf("no history of %s %s %s", res.ID(), key, where)
 	}
 	if err != nil {
@@ -138,17 +130,35 @@ func historySink(cfg *config.Config, name, command string) (config.Sink, error) 
 	return config.Sink{}, fmt.Errorf("%s reads a postgres sink's changes table, and the config has no postgres sink", command)
 }
 
-// openHistorySink opens the postgres sink named name (the first one when "") to read
-// only (postgres.OpenReader): it writes nothing, neither the schema nor the cluster's
-// retention. command names the caller in errors.
-func openHistorySink(ctx context.Context, cfg *config.Config, name, command string) (*postgres.Reader, config.Sink, error) {
+// storeOptions are what the read store of sc needs: cmd hands it the schema owner's check,
+// so that the read side imports no sink.
+func storeOptions(cfg *config.Config, sc config.Sink) store.Options {
+	return store.Options{DSN: sc.Postgres.DSN, Schema: sc.Postgres.Schema, Cluster: cfg.Cluster, Sink: sc.Name,
+		VerifySchema: postgres.VerifySchema, Ping: true}
+}
+
+// openRecorded opens the postgres sink named name (the first one when "") to read only
+// (store.Open: it writes nothing, neither the schema nor the cluster's retention) and
+// matches resourceName against the resources it records: the steps history and as-of
+// share. command names the caller in errors.
+func openRecorded(ctx context.Context, cfg *config.Config, name, command, resourceName string) (*store.Store, config.Sink, change.Resource, error) {
 	sc, err := historySink(cfg, name, command)
 	if err != nil {
-		return nil, sc, err
+		return nil, sc, change.Resource{}, err
 	}
-	s, err := postgres.OpenReader(ctx, sc.Name, cfg.Cluster, *sc.Postgres)
+	s, err := store.Open(ctx, storeOptions(cfg, sc))
 	if err != nil {
-		return nil, sc, err
+		return nil, sc, change.Resource{}, err
 	}
-	return s, sc, nil
+	recorded, err := s.RecordedResources(ctx)
+	if err != nil {
+		s.Close()
+		return nil, sc, change.Resource{}, fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	res, err := history.MatchRecorded(resourceName, recorded)
+	if err != nil {
+		s.Close()
+		return nil, sc, change.Resource{}, fmt.Errorf("sink %s, cluster %s: %w", sc.Name, cfg.Cluster, err)
+	}
+	return s, sc, res, nil
 }

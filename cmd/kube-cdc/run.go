@@ -24,10 +24,10 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
+	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/status"
-	"github.com/kube-cdc/kube-cdc/internal/ui"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 )
 

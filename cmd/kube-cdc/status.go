@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 	"github.com/kube-cdc/kube-cdc/internal/status"
 )
@@ -36,7 +38,7 @@ resources it does not stream now, and those it streams but may no longer list or
 // readStatus is status.Read with the resources resolved as run resolves them: a resource
 // waiting for its CRD still has checkpoints.
 func readStatus(ctx context.Context, cfg *config.Config) (*status.Report, error) {
-	return status.Read(ctx, cfg, configuredScopes(cfg), func() ([]status.Target, error) {
+	return status.Read(ctx, cfg, configuredScopes(cfg), func() ([]status.ScopedResource, error) {
 		src, err := connectSource(cfg)
 		if err != nil {
 			return nil, err
@@ -45,13 +47,33 @@ func readStatus(ctx context.Context, cfg *config.Config) (*status.Report, error)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]status.Target, len(targets))
+		out := make([]status.ScopedResource, len(targets))
 		for i, t := range targets {
-			out[i] = status.Target{Resource: t.Resource, Owns: t.Owns(),
+			out[i] = status.ScopedResource{Resource: t.Resource, Owns: t.Owns(),
 				Scope: contentOf(source.Scope{Namespaces: t.Namespaces, LabelSelector: t.LabelSelector, FieldSelector: t.FieldSelector})}
 		}
 		return out, nil
-	})
+	}, status.Stores{Open: func(ctx context.Context, cfg *config.Config, sc config.Sink) (*store.Store, func(), error) {
+		s, err := store.Open(ctx, storeOptions(cfg, sc))
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	}, JoinCounts: joinCounts})
+}
+
+// joinCounts is the audit store's count of the actor join, read through s.
+func joinCounts(ctx context.Context, s *store.Store, since time.Time) (status.Audit, error) {
+	st, err := postgres.ReadJoinStats(ctx, s.Pool(), s.Schema(), s.Cluster(), since)
+	if err != nil {
+		return status.Audit{}, err
+	}
+	a := status.Audit{Events: st.Events, Changes: st.Changes, Exact: st.Exact, Nearest: st.Nearest,
+		UnmatchedChanges: st.UnmatchedChanges, UnmatchedEvents: st.UnmatchedEvents}
+	if !st.LastReceived.IsZero() {
+		a.LastReceived = &st.LastReceived
+	}
+	return a, nil
 }
 
 // configuredScopes maps the id of every scope the configuration's resources give to its

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
+	"github.com/kube-cdc/kube-cdc/internal/read/ui"
 	"github.com/kube-cdc/kube-cdc/internal/status"
-	"github.com/kube-cdc/kube-cdc/internal/ui"
 )
 
 func newUICmd() *cobra.Command {
@@ -87,32 +87,26 @@ func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, pin
 	if err != nil {
 		return nil, nil, fmt.Errorf("ui: %w", err)
 	}
-	pool, err := ui.Connect(ctx, sc.Postgres.DSN, ping)
+	st, err := ui.Connect(ctx, storeOptions(cfg, sc), ping)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
-	}
-	if ping {
-		if err := ui.CheckSchema(ctx, pool, sc.Postgres.Schema); err != nil {
-			pool.Close()
-			return nil, nil, fmt.Errorf("ui: sink %s: %w", sc.Name, err)
-		}
+		return nil, nil, fmt.Errorf("ui: %w", err)
 	}
 	only := *cfg
 	only.Sinks = []config.Sink{sc}
 	h, err := ui.New(ui.Options{
-		Pool: pool, Schema: sc.Postgres.Schema, Cluster: cfg.Cluster,
+		Store: st, Cluster: cfg.Cluster,
 		Token: cfg.UI.Token, TrustedHeader: cfg.UI.TrustedHeader, Log: log,
 		Status: func(ctx context.Context) (*status.Report, error) {
-			// Through the UI's own pool: read-only, and connected once, not per request.
-			return status.ReadWith(ctx, &only, configuredScopes(&only), func() ([]status.Target, error) { return nil, nil },
-				func(_ context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
-					return postgres.ReaderOn(pool, sc.Name, cfg.Cluster, sc.Postgres.Schema), nil
-				})
+			// Through the UI's own store: read-only, and connected once, not per request.
+			return status.Read(ctx, &only, configuredScopes(&only), func() ([]status.ScopedResource, error) { return nil, nil },
+				status.Stores{Open: func(context.Context, *config.Config, config.Sink) (*store.Store, func(), error) {
+					return st, func() {}, nil
+				}, JoinCounts: joinCounts})
 		},
 	})
 	if err != nil {
-		pool.Close()
+		st.Close()
 		return nil, nil, err
 	}
-	return h, pool.Close, nil
+	return h, st.Close, nil
 }

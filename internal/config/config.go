@@ -256,7 +256,7 @@ func NamesSecrets(name string) bool {
 	return false
 }
 
-// UI configures the read-only web timeline over a PostgreSQL sink (internal/ui), served
+// UI configures the read-only web timeline over a PostgreSQL sink (internal/read/ui), served
 // by `kube-cdc ui` and, when Address is set, inside `run`.
 type UI struct {
 	// Address run serves the UI on. Default "" (off); `kube-cdc ui` listens on it too,

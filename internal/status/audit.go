@@ -25,7 +25,7 @@ type Audit struct {
 }
 
 // readAudit reads the join's counts when cfg configures an audit input; nil otherwise.
-func readAudit(ctx context.Context, cfg *config.Config, now time.Time, open OpenReader) *Audit {
+func readAudit(ctx context.Context, cfg *config.Config, now time.Time, stores Stores) *Audit {
 	if cfg.Audit.Webhook.Listen == "" && cfg.Audit.LogFile.Path == "" {
 		return nil
 	}
@@ -36,23 +36,23 @@ func readAudit(ctx context.Context, cfg *config.Config, now time.Time, open Open
 		return a
 	}
 	a.Sink = sc.Name
-	store, err := open(ctx, cfg, sc)
+	if stores.JoinCounts == nil {
+		a.Error = "this reader does not count the actor join"
+		return a
+	}
+	s, release, err := stores.Open(ctx, cfg, sc)
 	if err != nil {
 		a.Error = err.Error()
 		return a
 	}
-	defer store.Close()
-	st, err := store.JoinStats(ctx, now.Add(-cfg.Audit.StatsWindow))
+	defer release()
+	counts, err := stores.JoinCounts(ctx, s, now.Add(-cfg.Audit.StatsWindow))
 	if err != nil {
 		a.Error = err.Error()
 		return a
 	}
-	if !st.LastReceived.IsZero() {
-		a.LastReceived = &st.LastReceived
-	}
-	a.Events, a.Changes, a.Exact, a.Nearest = st.Events, st.Changes, st.Exact, st.Nearest
-	a.UnmatchedChanges, a.UnmatchedEvents = st.UnmatchedChanges, st.UnmatchedEvents
-	return a
+	counts.Sink, counts.Window = a.Sink, a.Window
+	return &counts
 }
 
 // auditLines is the table form's lines about the join.

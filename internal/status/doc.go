@@ -6,12 +6,13 @@
 // with field names that are a contract for scripts.
 //
 // It writes nothing and takes no lock a writer needs, since it runs beside the daemon: a
-// PostgreSQL sink is read on a read-only session (postgres.Reader; the web UI hands its
-// own pool in, ReadWith), a kafka store without creating its offsets topic, and a file
-// store read-only, or, while the running kube-cdc holds it, through the consistent copy
-// that kube-cdc serves at metrics.address (filestore.go).
+// PostgreSQL sink is read through the read store (internal/read/store, read-only
+// sessions), a kafka store without creating its offsets topic, and a file store
+// read-only, or, while the running kube-cdc holds it, through the consistent copy that
+// kube-cdc serves at metrics.address (filestore.go).
 //
-// The package reads the sinks and their checkpoint stores itself; the command resolves
-// the configured resources (Target) and the scopes' content, which need the cluster's
-// discovery, and hands them in.
+// The command hands in what needs the cluster or a sink's own code: the configured
+// resources (ScopedResource) and the scopes' content, which need discovery, and the PostgreSQL
+// stores and the audit join's counts (Stores). It stays outside internal/read because it
+// reads every kind of sink's checkpoints (Kafka topics, files), not only the schema.
 package status

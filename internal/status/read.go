@@ -14,46 +14,41 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/checkpoint"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
-// Target is one configured resource and scope, as the command resolved it, for the sinks
+// ScopedResource is one configured resource and scope, as the command resolved it, for the sinks
 // that keep their checkpoints in a store (Kafka, stdout).
-type Target struct {
+type ScopedResource struct {
 	Resource change.Resource
 	Scope    Scope
 	Owns     func(change.Key) bool // the keys of the scope; nil: every key
 }
 
+// Stores open what status reads of a PostgreSQL sink; the command wires them, so that
+// status imports no PostgreSQL sink.
+type Stores struct {
+	// Open opens the read store of a postgres sink of cfg (store.Open, read only); release
+	// ends the caller's use of it (closing it, unless the store is shared: the web UI's).
+	Open func(ctx context.Context, cfg *config.Config, sc config.Sink) (s *store.Store, release func(), err error)
+	// JoinCounts counts the actor join since a moment through a store (the audit
+	// store's counts), into an Audit's counts; used when cfg has an audit input.
+	JoinCounts func(ctx context.Context, s *store.Store, since time.Time) (Audit, error)
+}
+
 // Read reads every configured sink's checkpoints and counts, and asks the running daemon
 // (AskDaemon) about the resources it does not stream. scopes are the configured scopes
 // by id; targets resolves the configured resources, called once, and only when a sink
-// keeps its checkpoints in a store. It writes nothing: each PostgreSQL sink is read
-// through a read-only pool of its own (OwnReader).
-func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error)) (*Report, error) {
-	return ReadWith(ctx, cfg, scopes, targets, OwnReader)
-}
-
-// OpenReader opens the read side of a PostgreSQL sink of cfg, for Read; the caller
-// closes it.
-type OpenReader func(ctx context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error)
-
-// OwnReader opens a read-only pool of its own to the sink's database
-// (postgres.OpenReader): what the command `status` uses.
-func OwnReader(ctx context.Context, cfg *config.Config, sc config.Sink) (*postgres.Reader, error) {
-	return postgres.OpenReader(ctx, sc.Name, cfg.Cluster, *sc.Postgres)
-}
-
-// ReadWith is Read with PostgreSQL sinks (and the audit counts) read through open: the web
-// UI reads its one sink through its own read-only pool (postgres.ReaderOn) rather than
-// connecting at every request.
-func ReadWith(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]Target, error), open OpenReader) (*Report, error) {
+// keeps its checkpoints in a store. PostgreSQL sinks (and the audit counts) are read
+// through stores: the command `status` opens a read-only pool of its own per sink, the
+// web UI hands its own in. It writes nothing.
+func Read(ctx context.Context, cfg *config.Config, scopes map[string]Scope, targets func() ([]ScopedResource, error), stores Stores) (*Report, error) {
 	r := &Report{Cluster: cfg.Cluster, Sinks: []Sink{}}
-	var resolved []Target
+	var resolved []ScopedResource
 	for _, sc := range cfg.Sinks {
 		if sc.Type == config.SinkPostgres {
-			s, err := postgresStatus(ctx, cfg, sc, scopes, open)
+			s, err := postgresStatus(ctx, cfg, sc, scopes, stores)
 			if err != nil {
 				return nil, err
 			}
@@ -73,7 +68,7 @@ func ReadWith(ctx context.Context, cfg *config.Config, scopes map[string]Scope, 
 		r.Sinks = append(r.Sinks, s)
 	}
 	r.Daemon = AskDaemon(ctx, cfg.Metrics.Address, scopes)
-	r.Audit = readAudit(ctx, cfg, time.Now(), open)
+	r.Audit = readAudit(ctx, cfg, time.Now(), stores)
 	return r, nil
 }
 
@@ -90,13 +85,13 @@ func ScopeOf(scopes map[string]Scope, id string) *Scope {
 // postgresStatus reads the sink's own tables: checkpoints with their time and epoch,
 // object counts, the changes in quarantine that no later version has replaced, and the
 // running kube-cdc processes that hold and wait for its writer lock.
-func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]Scope, open OpenReader) (Sink, error) {
+func postgresStatus(ctx context.Context, cfg *config.Config, sc config.Sink, scopes map[string]Scope, stores Stores) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: "postgres", Resources: []resourceStatus{}}
-	s, err := open(ctx, cfg, sc)
+	s, release, err := stores.Open(ctx, cfg, sc)
 	if err != nil {
 		return out, err
 	}
-	defer s.Close()
+	defer release()
 	rows, err := s.Status(ctx)
 	if err != nil {
 		return out, fmt.Errorf("sink %s: %w", sc.Name, err)
@@ -160,7 +155,7 @@ func ptr[T any](v T) *T { return &v }
 // number of live keys per configured resource (the store keeps no times or tombstones).
 // For a kafka sink it also counts and names the quarantined changes no later version
 // replaced (kafkaQuarantine).
-func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []Target) (Sink, error) {
+func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, targets []ScopedResource) (Sink, error) {
 	out := Sink{Name: sc.Name, Type: sc.Type, CheckpointStore: sc.Checkpoint.Type, Resources: []resourceStatus{}}
 	var (
 		store      checkpoint.Store
@@ -216,7 +211,7 @@ func storeStatus(ctx context.Context, cfg *config.Config, sc config.Sink, target
 		if err := store.KeyIndex(ctx, sc.Name, t.Resource, func(k change.Key, e change.Entry) error {
 			if owns == nil || owns(k) {
 				rs.Objects.Live++
-				if qr, ok := r.q[k]; ok && qr.UID == e.UID && qr.RV == e.RV && qr.Epoch == e.Epoch {
+				if qr, ok := r.q[k]; ok && qr.UID == e.UID && qr.Version().Compare(e.Version()) == 0 {
 					held = append(held, qr) // the key's record is still the stub
 				}
 			}

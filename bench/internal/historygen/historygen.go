@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kube-cdc/kube-cdc/internal/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
 )
 
 // Options shape the history. Zero fields take the defaults in brackets.

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // asOfAt returns "name uid rv/epoch" of each object as_of shows at the moment, through
 // Sink.AsOf (and so the SQL function).
 func asOfAt(t *testing.T, s *Sink, at time.Time) []string {
 	t.Helper()
-	objs, err := s.AsOf(testCtx(t), AsOfQuery{At: at, Resource: "configmaps", Namespace: "ns"})
+	objs, err := readerOf(t, s).AsOf(testCtx(t), store.AsOfQuery{At: at, Resource: "configmaps", Namespace: "ns"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	readstore "github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
 )
 
@@ -489,7 +490,7 @@ func TestHistoryReadsEachVersionsActorIncludingADeletecollections(t *testing.T) 
 	}
 	// f's only event is the deletecollection, which names no object.
 	for name, want := range map[string][]string{"f": {"create -", "update -", "delete dev-c exact"}, "q": {"create -", "update dev-b exact"}, "quiet": {"create -"}} {
-		vs, err := s.History(ctx, HistoryQuery{Resource: "configmaps", Namespace: "ns", Name: name})
+		vs, err := readerOf(t, s).History(ctx, readstore.HistoryQuery{Resource: "configmaps", Namespace: "ns", Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}

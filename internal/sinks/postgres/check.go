@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -75,14 +75,14 @@ var (
 )
 
 func probePostgres(ctx context.Context, dsn, schema string) (*pgState, error) {
-	conn, password, err := dial.Connect(ctx, dsn)
+	conn, password, err := pgdb.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st, err := readPGState(ctx, conn, schema)
 	if err != nil {
-		return nil, fmt.Errorf("read the role's privileges: %s", dial.ScrubPassword(err.Error(), password))
+		return nil, fmt.Errorf("read the role's privileges: %s", pgdb.ScrubPassword(err.Error(), password))
 	}
 	return st, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
@@ -15,7 +15,7 @@ import (
 // their new homes call dial and schema directly, and this file goes with the last of
 // them.
 
-func classify(err error, password string) error { return dial.Classify(err, password) }
+func classify(err error, password string) error { return pgdb.Classify(err, password) }
 
 func verifySchema(ctx context.Context, q schema.Querier, name string) error {
 	return schema.Verify(ctx, q, name)
@@ -28,7 +28,7 @@ func setApplicationName(cc *pgconn.Config) {
 		cc.RuntimeParams = map[string]string{}
 	}
 	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = dial.ApplicationName()
+		cc.RuntimeParams["application_name"] = pgdb.ApplicationName()
 	}
 }
 

@@ -38,7 +38,7 @@
 //     the key written to objects (or a delete) marks the row resolved (resolved_at,
 //     resolved_rv), so the table stays the record of what the changes trail lacks;
 //     Status counts the unresolved rows per resource.
-//   - Errors are classified once (dial.Classify): bad credentials, missing privileges, an
+//   - Errors are classified once (pgdb.Classify): bad credentials, missing privileges, an
 //     unknown database or missing tables are retry.Terminal; lost connections, restarts and
 //     timeouts are retryable. No error or log line contains the DSN's password.
 //   - One writer. A sink that streams claims its writer lock first (ClaimWriter, package
@@ -77,7 +77,7 @@
 // Check (check.go) is what `kube-cdc check` says of the sink: it connects as run does
 // (without the retention record and the months ahead) and asks the catalogs
 // (has_*_privilege; it changes nothing) whether the role may do what run will do. Options.Validate (validate.go) is the config layer's check of the
-// sinks[].postgres keys. No message shows the DSN's password: dial.ScrubPassword is the
+// sinks[].postgres keys. No message shows the DSN's password: pgdb.ScrubPassword is the
 // one scrubber, for the sink's errors, Check's and Validate's.
 //
 // NewAuditStore opens the audit store (internal/sinks/postgres/auditstore) on the sink's

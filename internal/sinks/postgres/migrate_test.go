@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/version"
@@ -79,8 +80,9 @@ func openers(t *testing.T) []opener {
 			}
 			return err
 		}},
-		{"status, history, as-of (OpenReader)", func(dsn string) error {
-			r, err := OpenReader(testCtx(t), "warehouse", cluster, Options{DSN: dsn})
+		{"status, history, as-of (store.Open)", func(dsn string) error {
+			r, err := store.Open(testCtx(t), store.Options{DSN: dsn, Schema: DefaultSchema, Cluster: cluster, Sink: "warehouse",
+				VerifySchema: VerifySchema, Ping: true})
 			if err == nil {
 				r.Close()
 			}

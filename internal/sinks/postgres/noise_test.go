@@ -112,7 +112,7 @@ func TestAnUpdateOfIgnoredPathsAloneUpdatesObjectsButAddsNoChangesRowInEveryWrit
 			if got := hook.n["warehouse/configmaps"]; got != 4 {
 				t.Errorf("metrics hook counted %d skipped, want 4", got)
 			}
-			st, err := s.Status(testCtx(t))
+			st, err := readerOf(t, s).Status(testCtx(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -163,7 +163,7 @@ func quarantineRows(t *testing.T, dsn string) []quarantineRow {
 
 func quarantinedStatus(t *testing.T, s *Sink) int64 {
 	t.Helper()
-	st, err := s.Status(testCtx(t))
+	st, err := readerOf(t, s).Status(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

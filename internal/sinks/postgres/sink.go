@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/roundtrip"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
@@ -92,7 +92,7 @@ func openSink(ctx context.Context, name, cluster string, opts Options, log *slog
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink %q: %w", name, dial.Classify(err, password))
+		return nil, fmt.Errorf("postgres sink %q: %w", name, pgdb.Classify(err, password))
 	}
 	s := &Sink{
 		name: name, cluster: cluster, opts: opts, log: log,
@@ -116,13 +116,13 @@ func openSink(ctx context.Context, name, cluster string, opts Options, log *slog
 func (s *Sink) start(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return dial.Classify(err, s.password)
+		return pgdb.Classify(err, s.password)
 	}
 	defer conn.Release()
 	if s.opts.Migrate {
 		applied, err := schema.MigrateConn(ctx, conn.Conn(), s.opts.Schema, "")
 		if err != nil {
-			return dial.Classify(err, s.password)
+			return pgdb.Classify(err, s.password)
 		}
 		if len(applied) > 0 {
 			s.log.Info("applied migrations", "sink", s.name, "schema", s.opts.Schema, "versions", applied)
@@ -133,12 +133,12 @@ func (s *Sink) start(ctx context.Context) error {
 	// a newer kube-cdc migrated, or one whose applied migration is not this binary's.
 	if err := schema.Verify(ctx, conn, s.opts.Schema); errors.Is(err, schema.ErrUnverifiable) {
 		s.log.Warn("cannot verify the schema's applied migrations against this kube-cdc's (grant SELECT on schema_migrations)",
-			"sink", s.name, "schema", s.opts.Schema, "error", dial.Classify(err, s.password))
+			"sink", s.name, "schema", s.opts.Schema, "error", pgdb.Classify(err, s.password))
 	} else if err != nil {
-		return dial.Classify(err, s.password)
+		return pgdb.Classify(err, s.password)
 	}
 	_, err = conn.Exec(ctx, s.sql.probe)
-	return dial.Classify(err, s.password)
+	return pgdb.Classify(err, s.password)
 }
 
 // Name (pipeline.Sink).
@@ -152,7 +152,7 @@ func (s *Sink) Checkpoint(ctx context.Context, res change.Resource) (change.RV, 
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the checkpoint of %s: %w", res.ID(), dial.Classify(err, s.password))
+		return 0, fmt.Errorf("read the checkpoint of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	return rv, nil
 }
@@ -166,7 +166,7 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the epoch of %s: %w", res.ID(), dial.Classify(err, s.password))
+		return 0, fmt.Errorf("read the epoch of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	return int(epoch), nil
 }
@@ -176,11 +176,11 @@ func (s *Sink) Epoch(ctx context.Context, res change.Resource) (int, error) {
 func (s *Sink) ClusterUIDs(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, s.sql.clusterUIDs, s.cluster, s.name)
 	if err != nil {
-		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", dial.Classify(err, s.password))
+		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", pgdb.Classify(err, s.password))
 	}
 	uids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", dial.Classify(err, s.password))
+		return nil, fmt.Errorf("read the cluster identity of the checkpoints: %w", pgdb.Classify(err, s.password))
 	}
 	return uids, nil
 }
@@ -193,7 +193,7 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 	}
 	rows, err := s.pool.Query(ctx, s.sql.newest, s.cluster, res.Group, res.Resource, n)
 	if err != nil {
-		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), dial.Classify(err, s.password))
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (change.Held, error) {
 		var h change.Held
@@ -203,7 +203,7 @@ func (s *Sink) Newest(ctx context.Context, res change.Resource, n int) ([]change
 		return h, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), dial.Classify(err, s.password))
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	return out, nil
 }
@@ -217,7 +217,7 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	}
 	rows, err := s.pool.Query(ctx, s.sql.keyIndex, s.cluster, res.Group, res.Resource)
 	if err != nil {
-		return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))
+		return fmt.Errorf("read the key index of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	defer rows.Close()
 	var (
@@ -227,7 +227,7 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 	for rows.Next() {
 		var epoch int32
 		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV, &epoch, &e.Drifted); err != nil {
-			return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))
+			return fmt.Errorf("read the key index of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 		}
 		e.Epoch = int(epoch)
 		if err := fn(key, e); err != nil {
@@ -235,7 +235,7 @@ func (s *Sink) KeyIndex(ctx context.Context, res change.Resource, fn func(change
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the key index of %s: %w", res.ID(), dial.Classify(err, s.password))
+		return fmt.Errorf("read the key index of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	return nil
 }
@@ -263,7 +263,7 @@ func (s *Sink) ClaimWriter(ctx context.Context, policy writerlock.Policy) error 
 func (s *Sink) Writers(ctx context.Context) ([]writerlock.Writer, error) {
 	ws, err := writerlock.List(ctx, s.pool, s.opts.Schema, s.cluster, s.name)
 	if err != nil {
-		return nil, fmt.Errorf("read the writer lock: %w", dial.Classify(err, s.password))
+		return nil, fmt.Errorf("read the writer lock: %w", pgdb.Classify(err, s.password))
 	}
 	return ws, nil
 }
@@ -285,13 +285,13 @@ func (s *Sink) DeleteExpiredChanges(ctx context.Context, cutoff time.Time) (int6
 	return res.Deleted, err
 }
 
-// poolConfig is dial.PoolConfig of opts.DSN, the pool configuration the sink and its
-// readers share, with errors naming the sink.
+// poolConfig is pgdb.PoolConfig of opts.DSN, the pool configuration the sink and its
+// readers share (the read store uses pgdb.PoolConfig too), with errors naming the sink.
 func poolConfig(name string, opts Options) (*pgxpool.Config, string, error) {
 	if opts.DSN == "" {
 		return nil, "", retry.Terminal(fmt.Errorf("postgres sink %q: dsn is required", name))
 	}
-	cfg, password, err := dial.PoolConfig(opts.DSN)
+	cfg, password, err := pgdb.PoolConfig(opts.DSN)
 	if err != nil {
 		return nil, "", fmt.Errorf("postgres sink %q: %w", name, err)
 	}

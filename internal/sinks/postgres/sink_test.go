@@ -783,7 +783,7 @@ func TestStatusReportsCheckpointsAndObjectCounts(t *testing.T) {
 	scoped.Scope = "ns=team-a"
 	write(t, s, change.Batch{Resource: scoped, Checkpoint: 40})
 
-	st, err := s.Status(testCtx(t))
+	st, err := readerOf(t, s).Status(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

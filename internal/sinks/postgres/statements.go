@@ -59,9 +59,9 @@ func drifted(p string) string {
 
 // statements are the sink's SQL with the schema filled in.
 type statements struct {
-	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, insertChangesDiff, saveCheckpoint, status string
-	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                        string
-	scopes, forgetScopes                                                                                      string
+	probe, checkpoint, keyIndex, upsert, hardDelete, insertChanges, insertChangesDiff, saveCheckpoint string
+	quarantine, resolve, revive, epoch, saveEpoch, newest, clusterUIDs                                string
+	scopes, forgetScopes                                                                              string
 }
 
 func newStatements(schema string) statements {
@@ -181,27 +181,6 @@ func newStatements(schema string) statements {
 				checkpoint_rv, list_rv, namespace, name, held_rv, detected_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			ON CONFLICT DO NOTHING`, s),
-
-		status: fmt.Sprintf(`SELECT c.sink, c.api_group, c.resource, c.scope, c.resource_version, c.updated_at,
-				coalesce(o.live, 0), coalesce(o.deleted, 0), coalesce(q.quarantined, 0),
-				c.epoch, coalesce(e.reason, ''), e.detected_at, coalesce(h.skipped, 0)
-			  FROM %[1]s.checkpoints c
-			  LEFT JOIN LATERAL (SELECT reason, detected_at FROM %[1]s.epochs
-					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
-					  AND resource = c.resource AND scope = c.scope AND epoch = c.epoch) e ON true
-			  LEFT JOIN LATERAL (SELECT skipped FROM %[1]s.history_skipped
-					WHERE cluster = c.cluster AND sink = c.sink AND api_group = c.api_group
-					  AND resource = c.resource AND scope = c.scope) h ON true
-			  LEFT JOIN (SELECT api_group, resource,
-						count(*) FILTER (WHERE deleted_at IS NULL)     AS live,
-						count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted
-					   FROM %[1]s.objects WHERE cluster = $1
-					  GROUP BY api_group, resource) o USING (api_group, resource)
-			  LEFT JOIN (SELECT api_group, resource, count(*) AS quarantined
-					   FROM %[1]s.quarantine WHERE cluster = $1 AND resolved_at IS NULL
-					  GROUP BY api_group, resource) q USING (api_group, resource)
-			 WHERE c.cluster = $1
-			 ORDER BY c.sink, c.api_group, c.resource, c.scope`, s),
 
 		// $1 cluster, $2 sink, $3 group, $4 resource.
 		scopes: fmt.Sprintf(`SELECT scope FROM %s.checkpoints

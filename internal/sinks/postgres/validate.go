@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 )
 
 // Validate checks the options as the config layer leaves them (defaults filled). Its
@@ -56,7 +56,7 @@ func dsnError(dsn string, err error) string {
 			}
 		}
 	}
-	return dial.ScrubPassword(msg, dsnPasswords(dsn)...)
+	return pgdb.ScrubPassword(msg, dsnPasswords(dsn)...)
 }
 
 var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
 // Write (pipeline.Sink): b's rows and its checkpoint commit in one transaction. Changes
@@ -57,7 +57,7 @@ func (s *Sink) Write(ctx context.Context, b change.Batch) error {
 		err = s.writeBisecting(ctx, w)
 	}
 	if err != nil {
-		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), w.res.ID(), dial.Classify(err, s.password))
+		return fmt.Errorf("write %d changes of %s: %w", len(b.Changes), w.res.ID(), pgdb.Classify(err, s.password))
 	}
 	s.reportQuarantined(ctx, w.res, w.bad)
 	if hm, ok := s.metrics.(historyMetrics); ok && w.skipped > 0 {

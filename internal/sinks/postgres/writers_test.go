@@ -14,8 +14,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 )
 
@@ -125,7 +125,7 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 	if !errors.Is(err, writerlock.ErrHeld) || !retry.IsTerminal(err) {
 		t.Fatalf("the second writer's claim: %v, want a terminal writerlock.ErrHeld", err)
 	}
-	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, dial.ApplicationName() + " (backend pid",
+	for _, want := range []string{`sink warehouse (cluster ` + cluster + `, schema kube_cdc)`, pgdb.ApplicationName() + " (backend pid",
 		"holds the writer lock", "--wait"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
@@ -175,7 +175,7 @@ func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
 	claimed := make(chan error, 1)
 	go func() { claimed <- b.ClaimWriter(testCtx(t), writerlock.OrWait) }()
 	eventually(t, 10*time.Second, "the waiter names the holder", func() bool {
-		return bLog.count(`"holder":"`+dial.ApplicationName()+` (backend pid`) == 1
+		return bLog.count(`"holder":"`+pgdb.ApplicationName()+` (backend pid`) == 1
 	})
 	waitGauge(t, bGauge, "warehouse", 1, 10*time.Second)
 	// The holder sees the waiter at its next look.
@@ -282,7 +282,7 @@ func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T
 	defer obs.Close()
 	eventually(t, 20*time.Second, "the writer lock held again", func() bool {
 		ws, err := obs.Writers(testCtx(t))
-		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == dial.ApplicationName()
+		return err == nil && len(ws) == 1 && ws[0].Holds && ws[0].Application == pgdb.ApplicationName()
 	})
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 )
 
 // Statistics after bulk loads. Autovacuum analyzes a table a minute or more after it
@@ -66,7 +66,7 @@ func (u *Upkeep) analyzeLoaded(ctx context.Context) error {
 		var stats bool
 		if err := u.pool.QueryRow(ctx, `SELECT c.reltuples, EXISTS (SELECT 1 FROM pg_statistic WHERE starelid = c.oid)
 			FROM pg_class c WHERE c.oid = $1::regclass`, qualified).Scan(&rows, &stats); err != nil {
-			return fmt.Errorf("read the statistics of %s: %w", table, dial.Classify(err, u.password))
+			return fmt.Errorf("read the statistics of %s: %w", table, pgdb.Classify(err, u.password))
 		}
 		if stats && float64(loaded) < max(analyzeMinRows, analyzeShare*rows) {
 			continue
@@ -74,7 +74,7 @@ func (u *Upkeep) analyzeLoaded(ctx context.Context) error {
 		start := time.Now()
 		// ANALYZE of a partitioned changes samples its partitions and analyzes each.
 		if err := u.analyze(ctx, qualified); err != nil {
-			return fmt.Errorf("analyze %s: %w", table, dial.Classify(err, u.password))
+			return fmt.Errorf("analyze %s: %w", table, pgdb.Classify(err, u.password))
 		}
 		u.log.Debug("analyzed after a bulk load", "sink", u.sink, "table", table, "loaded", loaded,
 			"rows_before", rows, "took", time.Since(start).String())
@@ -89,15 +89,15 @@ func (u *Upkeep) analyzePartitions(ctx context.Context) error {
 	rows, err := u.pool.Query(ctx, `SELECT c.relname FROM pg_partition_tree($1::regclass) t JOIN pg_class c ON c.oid = t.relid
 		WHERE t.isleaf AND t.level > 0 AND c.reltuples < 0`, pgx.Identifier{u.schema, "changes"}.Sanitize())
 	if err != nil {
-		return fmt.Errorf("list the partitions of changes never analyzed: %w", dial.Classify(err, u.password))
+		return fmt.Errorf("list the partitions of changes never analyzed: %w", pgdb.Classify(err, u.password))
 	}
 	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("list the partitions of changes never analyzed: %w", dial.Classify(err, u.password))
+		return fmt.Errorf("list the partitions of changes never analyzed: %w", pgdb.Classify(err, u.password))
 	}
 	for _, p := range parts {
 		if err := u.analyze(ctx, pgx.Identifier{u.schema, p}.Sanitize()); err != nil {
-			return fmt.Errorf("analyze the partition %s: %w", p, dial.Classify(err, u.password))
+			return fmt.Errorf("analyze the partition %s: %w", p, pgdb.Classify(err, u.password))
 		}
 	}
 	return nil

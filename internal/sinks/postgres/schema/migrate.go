@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 	"github.com/kube-cdc/kube-cdc/internal/version"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -33,16 +33,16 @@ func MigrateBefore(ctx context.Context, dsn, schema, stop string) (applied []str
 	return onConn(ctx, dsn, func(conn *pgx.Conn) ([]string, error) { return MigrateConn(ctx, conn, schema, stop) })
 }
 
-// onConn runs fn on a connection of its own to dsn (dial.Connect), closed after it, and
-// classifies its error (dial.Classify): the commands' way to migrate.
+// onConn runs fn on a connection of its own to dsn (pgdb.Connect), closed after it, and
+// classifies its error (pgdb.Classify): the commands' way to migrate.
 func onConn(ctx context.Context, dsn string, fn func(*pgx.Conn) ([]string, error)) ([]string, error) {
-	conn, password, err := dial.Connect(ctx, dsn)
+	conn, password, err := pgdb.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	applied, err := fn(conn)
-	return applied, dial.Classify(err, password)
+	return applied, pgdb.Classify(err, password)
 }
 
 // MigrateConn is MigrateBefore on a connection the caller opened (the sink's start),

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 )
 
 // EnsurePartitions creates the monthly partitions of changes (migration 012) from this
@@ -23,15 +23,15 @@ func (u *Upkeep) EnsurePartitions(ctx context.Context) ([]string, error) {
 	}
 	var recordErr error
 	if _, err := u.pool.Exec(ctx, u.sql.recordRetention, u.cluster, keep); err != nil {
-		recordErr = fmt.Errorf("record the retention of cluster %q: %w", u.cluster, dial.Classify(err, u.password))
+		recordErr = fmt.Errorf("record the retention of cluster %q: %w", u.cluster, pgdb.Classify(err, u.password))
 	}
 	rows, err := u.pool.Query(ctx, u.sql.ensurePartitions, int32(u.opts.partitionsAhead()))
 	if err != nil {
-		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", dial.Classify(err, u.password)))
+		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", pgdb.Classify(err, u.password)))
 	}
 	made, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", dial.Classify(err, u.password)))
+		return nil, errors.Join(recordErr, fmt.Errorf("create the partitions of changes ahead: %w", pgdb.Classify(err, u.password)))
 	}
 	return made, errors.Join(recordErr, u.analyzePartitions(ctx))
 }

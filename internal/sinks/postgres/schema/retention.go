@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 )
 
 // RetentionEvery is how often, at most, a writer's upkeep deletes old rows in the
@@ -158,7 +158,7 @@ func (u *Upkeep) retainAuditEvents(ctx context.Context, cutoff time.Time) (int64
 			return total, nil
 		}
 		if err != nil {
-			return total, fmt.Errorf("delete old audit events: %w", dial.Classify(err, u.password))
+			return total, fmt.Errorf("delete old audit events: %w", pgdb.Classify(err, u.password))
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < RetentionChunk {
@@ -177,7 +177,7 @@ type partition struct {
 func (u *Upkeep) partitions(ctx context.Context) ([]partition, error) {
 	rows, err := u.pool.Query(ctx, u.sql.partitions)
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of changes: %w", dial.Classify(err, u.password))
+		return nil, fmt.Errorf("list the partitions of changes: %w", pgdb.Classify(err, u.password))
 	}
 	parts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (partition, error) {
 		var p partition
@@ -185,7 +185,7 @@ func (u *Upkeep) partitions(ctx context.Context) ([]partition, error) {
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of changes: %w", dial.Classify(err, u.password))
+		return nil, fmt.Errorf("list the partitions of changes: %w", pgdb.Classify(err, u.password))
 	}
 	return parts, nil
 }
@@ -211,7 +211,7 @@ func (u *Upkeep) deleteRows(ctx context.Context, p partition, cutoff time.Time) 
 	for {
 		tag, err := u.pool.Exec(ctx, sql, args...)
 		if err != nil {
-			return total, fmt.Errorf("delete old changes of %s: %w", p.name, dial.Classify(err, u.password))
+			return total, fmt.Errorf("delete old changes of %s: %w", p.name, pgdb.Classify(err, u.password))
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < RetentionChunk {
@@ -267,7 +267,7 @@ func (u *Upkeep) dropPartition(ctx context.Context, p partition) (bool, error) {
 		case err == nil:
 			if dropped {
 				if _, err := u.pool.Exec(ctx, "DROP TABLE "+ident); err != nil {
-					return true, fmt.Errorf("drop the detached partition %s: %w", p.name, dial.Classify(err, u.password))
+					return true, fmt.Errorf("drop the detached partition %s: %w", p.name, pgdb.Classify(err, u.password))
 				}
 			}
 			return dropped, nil
@@ -278,7 +278,7 @@ func (u *Upkeep) dropPartition(ctx context.Context, p partition) (bool, error) {
 			lastErr = err
 			continue
 		default:
-			return false, fmt.Errorf("drop partition %s: %w", p.name, dial.Classify(err, u.password))
+			return false, fmt.Errorf("drop partition %s: %w", p.name, pgdb.Classify(err, u.password))
 		}
 	}
 	u.log.Info("retention: changes stayed busy; dropping the partition at the next run", "sink", u.sink,
@@ -294,15 +294,15 @@ const detachedMark = "'kube-cdc: detached by retention, to be dropped'"
 func (u *Upkeep) dropDetached(ctx context.Context) error {
 	rows, err := u.pool.Query(ctx, u.sql.detached, u.schema)
 	if err != nil {
-		return fmt.Errorf("list detached partitions: %w", dial.Classify(err, u.password))
+		return fmt.Errorf("list detached partitions: %w", pgdb.Classify(err, u.password))
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("list detached partitions: %w", dial.Classify(err, u.password))
+		return fmt.Errorf("list detached partitions: %w", pgdb.Classify(err, u.password))
 	}
 	for _, n := range names {
 		if _, err := u.pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{u.schema, n}.Sanitize()); err != nil {
-			return fmt.Errorf("drop the detached partition %s: %w", n, dial.Classify(err, u.password))
+			return fmt.Errorf("drop the detached partition %s: %w", n, pgdb.Classify(err, u.password))
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -17,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/retry"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/dial"
 )
 
 // Timing paces the writer lock: DefaultTiming() but in tests, which shorten its periods
@@ -59,84 +58,18 @@ type Metrics interface {
 	ConcurrentWriters(sink string, others int)
 }
 
-// Writer is a session holding or waiting for a sink's writer lock: one running kube-cdc
-// writing the sink.
-type Writer struct {
-	Application string    // application_name, "kube-cdc/<host>/<pid>" unless the DSN sets one
-	PID         int       // the server process (backend) serving the session
-	Client      string    // client address and port; "" for a Unix socket or when hidden
-	Since       time.Time // when the session started; zero when hidden
-	Holds       bool      // it holds the lock (and writes); otherwise it waits for it (--wait)
-}
-
-func (w Writer) String() string {
-	var b strings.Builder
-	b.WriteString(orElse(w.Application, "?"))
-	fmt.Fprintf(&b, " (backend pid %d", w.PID)
-	if w.Client != "" {
-		b.WriteString(", from " + w.Client)
-	}
-	if w.Holds {
-		b.WriteString(", holds the writer lock")
-	} else {
-		b.WriteString(", waits for the writer lock")
-	}
-	if !w.Since.IsZero() {
-		b.WriteString(", connected " + w.Since.UTC().Format(time.RFC3339))
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
-func orElse(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
-}
-
-// key is the advisory lock key of (schema, cluster, sink); the prefix keeps it apart
-// from the migration lock and from other applications' advisory locks.
-func key(schema, cluster, sink string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("kube-cdc writer\x00" + schema + "\x00" + cluster + "\x00" + sink))
-	return int64(h.Sum64())
-}
-
-// writersQuery lists the sessions other than this one that hold or wait for the lock. A
-// bigint advisory key shows in pg_locks as classid (high half), objid (low half) and
-// objsubid 1. pg_stat_activity hides the address and start of other roles' sessions from
-// a role without pg_read_all_stats: they read as NULL.
-const writersQuery = `SELECT l.pid, coalesce(a.application_name, ''),
-		coalesce(host(a.client_addr) || ':' || a.client_port, ''), a.backend_start, l.granted
-	FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-	WHERE l.locktype = 'advisory' AND l.objsubid = 1
-	  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.pid <> pg_backend_pid()
-	ORDER BY l.granted DESC, a.backend_start, l.pid`
+// Writer is a session holding or waiting for a sink's writer lock (pgdb.Writer: the
+// read side lists them too, for status).
+type Writer = pgdb.Writer
 
 // Querier is what List needs of a connection or a pool.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+type Querier = pgdb.Querier
+
+// key is the advisory lock key of (schema, cluster, sink) (pgdb.WriterKey).
+func key(schema, cluster, sink string) int64 { return pgdb.WriterKey(schema, cluster, sink) }
 
 func queryWriters(ctx context.Context, q Querier, key int64) ([]Writer, error) {
-	u := uint64(key)
-	rows, err := q.Query(ctx, writersQuery, int64(u>>32), int64(u&0xffffffff))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Writer, error) {
-		var (
-			w     Writer
-			since *time.Time
-		)
-		err := row.Scan(&w.PID, &w.Application, &w.Client, &since, &w.Holds)
-		if since != nil {
-			w.Since = *since
-		}
-		return w, err
-	})
+	return pgdb.Writers(ctx, q, key)
 }
 
 // List lists, through q, the running kube-cdc processes that write the sink named sink
@@ -303,7 +236,7 @@ func (l *holder) acquire(ctx context.Context) (*pgx.Conn, error) {
 func (l *holder) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
-		return nil, dial.Classify(err, l.c.password)
+		return nil, pgdb.Classify(err, l.c.password)
 	}
 	// PostgreSQL 14+: notice a vanished client even while waiting for the lock, so a
 	// killed waiter does not linger in the queue. Older servers lack it; nothing is lost.
@@ -325,7 +258,7 @@ func (l *holder) take(ctx context.Context, conn *pgx.Conn, policy Policy) error 
 	for {
 		var got bool
 		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.key).Scan(&got); err != nil {
-			return dial.Classify(err, l.c.password)
+			return pgdb.Classify(err, l.c.password)
 		}
 		if got {
 			if logged != "" {
@@ -335,7 +268,7 @@ func (l *holder) take(ctx context.Context, conn *pgx.Conn, policy Policy) error 
 		}
 		others, err := queryWriters(ctx, conn, l.key)
 		if err != nil {
-			return dial.Classify(err, l.c.password)
+			return pgdb.Classify(err, l.c.password)
 		}
 		l.gauge(len(others))
 		holder := holderOf(others)
@@ -347,7 +280,7 @@ func (l *holder) take(ctx context.Context, conn *pgx.Conn, policy Policy) error 
 				return err
 			}
 			if others, err = queryWriters(ctx, conn, l.key); err != nil {
-				return dial.Classify(err, l.c.password)
+				return pgdb.Classify(err, l.c.password)
 			}
 			holder = holderOf(others)
 			return retry.Terminal(fmt.Errorf("sink %s (cluster %s, schema %s): %w: %s; stop it, run one kube-cdc per database, cluster and sink "+
@@ -371,7 +304,7 @@ func (l *holder) take(ctx context.Context, conn *pgx.Conn, policy Policy) error 
 			return nil
 		case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout: look again
 		default:
-			return dial.Classify(err, l.c.password)
+			return pgdb.Classify(err, l.c.password)
 		}
 	}
 }
@@ -383,7 +316,7 @@ func (l *holder) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Duration
 		return err
 	}
 	if err := setTimeout(d); err != nil {
-		return false, dial.Classify(err, l.c.password)
+		return false, pgdb.Classify(err, l.c.password)
 	}
 	_, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key)
 	var pgErr *pgconn.PgError
@@ -391,10 +324,10 @@ func (l *holder) lockWithin(ctx context.Context, conn *pgx.Conn, d time.Duration
 	case err == nil:
 	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_timeout
 	default:
-		return false, dial.Classify(err, l.c.password)
+		return false, pgdb.Classify(err, l.c.password)
 	}
 	if err := setTimeout(l.timing.WarnEvery); err != nil {
-		return false, dial.Classify(err, l.c.password)
+		return false, pgdb.Classify(err, l.c.password)
 	}
 	return pgErr == nil, nil
 }
@@ -434,7 +367,7 @@ func (l *holder) hold(ctx context.Context, conn *pgx.Conn) {
 		for conn = nil; conn == nil; attempt++ {
 			d := l.timing.Backoff.Delay(attempt)
 			l.c.log.Debug("writer lock: connection lost, reconnecting", "sink", l.c.sink,
-				"in", d.Round(time.Millisecond).String(), "error", dial.Classify(err, l.c.password))
+				"in", d.Round(time.Millisecond).String(), "error", pgdb.Classify(err, l.c.password))
 			select {
 			case <-ctx.Done():
 				return

@@ -1,0 +1,98 @@
+package asof
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
+)
+
+// Outputs are the values of -o.
+var Outputs = []string{"table", "yaml", "json"}
+
+// Print writes objs, as the sink had observed them at at, in output ("table", "yaml" or
+// "json"). The table has a NAMESPACE column when namespaces is true (every namespace was
+// read and some object is namespaced) and the first column says NAME otherwise; AGE is the object's age at that moment
+// (at minus its metadata.creationTimestamp), as kubectl get would have printed it then.
+// yaml and json are a kubectl List of the objects, in the table's order.
+func Print(w io.Writer, objs []store.AsOfObject, at time.Time, output string, namespaces bool) error {
+	switch output {
+	case "table":
+		return printTable(w, objs, at, namespaces)
+	case "json", "yaml":
+		items := make([]json.RawMessage, len(objs))
+		for i, o := range objs {
+			items[i] = o.Object
+		}
+		list := struct {
+			APIVersion string            `json:"apiVersion"`
+			Kind       string            `json:"kind"`
+			Metadata   map[string]string `json:"metadata"`
+			Items      []json.RawMessage `json:"items"`
+		}{"v1", "List", map[string]string{"resourceVersion": ""}, items}
+		b, err := json.MarshalIndent(list, "", "    ")
+		if err != nil {
+			return fmt.Errorf("encode the list: %w", err)
+		}
+		if output == "yaml" {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return fmt.Errorf("encode the list as YAML: %w", err)
+			}
+		} else {
+			b = append(b, '\n')
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return fmt.Errorf("-o %q: want table, yaml or json", output)
+}
+
+func printTable(w io.Writer, objs []store.AsOfObject, at time.Time, namespaces bool) error {
+	if len(objs) == 0 {
+		_, err := fmt.Fprintf(w, "No resources found as of %s.\n", at.UTC().Format(time.RFC3339Nano))
+		return err
+	}
+	namespaced := false
+	for _, o := range objs {
+		namespaced = namespaced || o.Namespace != ""
+	}
+	namespaces = namespaces && namespaced
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 8, 3, ' ', 0)
+	if namespaces {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprintln(tw, "NAME\tAGE\tRESOURCEVERSION")
+	for _, o := range objs {
+		if namespaces {
+			fmt.Fprintf(tw, "%s\t", o.Namespace)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Name, age(o.Object, at), o.RV)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// age is kubectl's AGE of the object at the moment at; <unknown> without a
+// creationTimestamp.
+func age(object json.RawMessage, at time.Time) string {
+	var meta struct {
+		Metadata struct {
+			CreationTimestamp time.Time `json:"creationTimestamp"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(object, &meta) != nil || meta.Metadata.CreationTimestamp.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(at.Sub(meta.Metadata.CreationTimestamp))
+}

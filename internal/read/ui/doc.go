@@ -1,0 +1,50 @@
+// Package ui serves kube-cdc's read-only web timeline over a PostgreSQL sink's schema
+// (`kube-cdc ui`, and inside `run` when ui.address is set): server-rendered pages from
+// html/template, their templates and assets embedded with go:embed, so the binary needs
+// nothing else and nothing is fetched from elsewhere.
+//
+// Pages (every filter and range lives in the URL, so a link reproduces the view). Times
+// are shown in UTC, or in the IANA zone the tz parameter names (the timeline's "local"
+// link names the browser's), 24-hour and with the zone's name; an invalid tz is a 400 on
+// the timeline. Every page, the error page too, has the same header (the cluster, the
+// links) and the embedded favicon.
+//   - / the timeline: changes per minute, hour or day in the range, stacked by resource,
+//     deletes and inferred deletes apart; below it the feed of that range, newest first
+//     (observed_at DESC, id DESC), keyset paginated (before=ID&before_at=TIME, the last
+//     row shown; migration 015 has an index per filter), filtered by cluster,
+//     namespace, resource, name, op, snapshot/inferred/observed and, when actors exist,
+//     user. The chart's counts come from /chart.json (the same parameters), which the
+//     page fetches, so the feed never waits for a long range's counts. The chart is drawn by uPlot (static/uPlot.*, built by `make ui-assets` from
+//     web/package-lock.json) and static/timeline.js; without JavaScript the feed, the
+//     range presets and the filters still work. A resource's colour is a hash of its name
+//     into a fixed palette (the same in every range); deletes and inferred deletes have
+//     their own.
+//   - /object every version of one object (the newest 5, the rest under a <details> "show
+//     all"; its timeline link keeps the range and tz it was opened with): when, op, RV,
+//     field manager (marked as such, with a hint that it is not the user), user (actors),
+//     reason of an inferred delete, epoch, and the diff against the version before, the
+//     same as `kube-cdc history` (internal/read/history) from the same read
+//     (store.History: object_versions(), migration 020); owners and children when the
+//     relation view `owners` exists.
+//   - /asof a namespace's objects of a resource at a moment, when as_of() exists; at is
+//     read by internal/moment as `kube-cdc as-of` reads its TIME (now, the default;
+//     15m; RFC 3339), and the page shows the moment read and the row count; a name links
+//     the version shown then (/object…#vID, which the browser opens if collapsed).
+//   - /status what `kube-cdc status` shows, from the callback Options.Status.
+//
+// Every read goes through internal/read/store (Options.Store), which owns the queries;
+// this package turns URLs into reads and rows into pages. Migration 013 adds the as-of
+// function (as_of) and the relation views (owners), 014 the actors (change_actors):
+// each request probes for them and the pages leave out what is absent. The object page
+// needs object_versions (020), which `kube-cdc migrate` (or run) creates.
+//
+// Contract: the handler only reads (its connections set default_transaction_read_only,
+// and a role with USAGE on the schema and SELECT on its tables and views is enough);
+// every value from the cluster reaches the page through html/template's escaping (no
+// template.HTML on data), and the pages run no inline script (a Content-Security-Policy
+// allows only the embedded scripts); Secrets' values are whatever the sink holds, which
+// is keyed digests. Access: Options.Token demands a bearer token (or HTTP basic auth
+// with the token as password, for browsers); Options.TrustedHeader demands a header an
+// authenticating proxy sets. Neither set: anyone who reaches the address reads, which
+// is why the listener defaults to loopback.
+package ui

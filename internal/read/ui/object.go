@@ -1,0 +1,254 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/moment"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
+)
+
+// version is one changes row of the object page, newest first, with its diff.
+type version struct {
+	history.Entry
+	Epoch                     int
+	EpochMark                 bool // the first version seen in its epoch after one in an earlier epoch
+	User, Impersonator, Match string
+	Lines                     []history.DiffLine
+	Zone                      *time.Location // the page's, for the version's time
+}
+
+type link struct {
+	Label, URL, Note string
+}
+
+type objectPage struct {
+	page
+	Resource, Namespace, Name string
+	Versions                  []version
+	// Recent are the newest versionsShown versions, Older the rest (collapsed under "show
+	// all": an object that changes every minute has thousands).
+	Recent, Older    []version
+	Owners, Children []link
+	TimelineURL      string // the timeline of this object over the range the feed showed
+}
+
+// versionsShown is how many versions the object page shows before "show all".
+const versionsShown = 5
+
+// versions reads the object's versions as `kube-cdc history` does (store.History, one
+// read of object_versions()), so the page shows the same diffs, newest first.
+func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string) ([]version, error) {
+	raw, err := s.o.Store.History(ctx, store.HistoryQuery{Cluster: cluster, Group: group, Resource: resource, Namespace: namespace, Name: name})
+	if err != nil && !errors.Is(err, store.ErrNoHistory) {
+		return nil, err
+	}
+	entries, err := history.Show(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]version, len(entries))
+	for i, e := range entries {
+		x := version{Entry: e, Epoch: raw[i].Epoch, Lines: e.Lines()}
+		if a := raw[i].Actor; a != nil {
+			x.User, x.Impersonator, x.Match = a.Username, a.Impersonator, a.Match
+		}
+		x.EpochMark = i > 0 && raw[i-1].Epoch < x.Epoch
+		// As history's header shows them: a user or manager holding a character that
+		// reorders text cannot pass for another. The diff is already shown so (Diff).
+		x.ChangedBy, x.User, x.Impersonator = history.Visible(e.ChangedBy), history.Visible(x.User), history.Visible(x.Impersonator)
+		out[i] = x
+	}
+	slices.Reverse(out) // newest first, as the feed
+	return out, nil
+}
+
+// relations reads the object's owners and children from the view owners (migration 013).
+func (s *Server) relations(ctx context.Context, cluster, group, resource, namespace, name, uid string) (owners, children []link, err error) {
+	refs, err := s.o.Store.Owners(ctx, cluster, group, resource, namespace, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range refs {
+		l := link{Label: r.Kind + " " + r.Name, URL: objectURL(cluster, r.Group, r.Resource, namespace, r.Name)}
+		if r.Controller {
+			l.Note = "controller"
+		}
+		owners = append(owners, l)
+	}
+	if uid == "" {
+		return owners, nil, nil
+	}
+	if refs, err = s.o.Store.Children(ctx, cluster, uid); err != nil {
+		return nil, nil, err
+	}
+	for _, r := range refs {
+		children = append(children, link{Label: r.Kind + " " + r.Name, URL: objectURL(cluster, r.Group, r.Resource, r.Namespace, r.Name)})
+	}
+	return owners, children, nil
+}
+
+func (s *Server) object(w http.ResponseWriter, r *http.Request) {
+	p, err := s.frame(r, "Object")
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	q := r.URL.Query()
+	op := objectPage{page: p, Resource: q.Get("resource"), Namespace: q.Get("ns"), Name: q.Get("name")}
+	if op.Resource == "" || op.Name == "" {
+		s.fail(w, r, http.StatusBadRequest, errors.New("resource and name are required (ns for a namespaced object)"))
+		return
+	}
+	op.Title = op.Resource + " " + change.Key{Namespace: op.Namespace, Name: op.Name}.String()
+	group, resource := parseResource(op.Resource)
+	if op.Versions, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	if p.Features.Owners {
+		uid := ""
+		if len(op.Versions) > 0 {
+			uid = op.Versions[0].UID
+		}
+		if op.Owners, op.Children, err = s.relations(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name, uid); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	for i := range op.Versions {
+		op.Versions[i].Zone = p.Zone
+	}
+	op.Recent, op.Older = op.Versions[:min(len(op.Versions), versionsShown)], op.Versions[min(len(op.Versions), versionsShown):]
+	// Back to the timeline over the range the feed linked from (its range, from/to and tz
+	// ride on the link); 30 days when the URL names none.
+	tl := filter{Namespace: op.Namespace, Resource: op.Resource, Name: op.Name, Range: "30d", TZ: p.TZ}
+	if q.Get("range") != "" || q.Get("from") != "" || q.Get("to") != "" {
+		if f, err := parseFilter(q, s.o.Now()); err == nil {
+			tl.Range, tl.From, tl.To = f.Range, f.From, f.To
+		}
+	}
+	op.TimelineURL = "/?" + tl.values(p.Cluster, true).Encode()
+	if len(op.Versions) == 0 {
+		w.WriteHeader(http.StatusNotFound)
+	}
+	op.finish()
+	s.render(w, "object", op)
+}
+
+// asOfPage is a resource's objects in a namespace as they were at a moment, as as_of()
+// (migration 013) returns them: its columns are shown as they come.
+type asOfPage struct {
+	page
+	At, Resource, Namespace string
+	Parsed                  time.Time // the moment At was read as
+	ParsedText              string    // Parsed in the page's zone
+	Resources               []string
+	Columns                 []string
+	Rows                    [][]cell
+	Truncated               bool
+	Asked                   bool
+}
+
+type cell struct {
+	Text, URL string
+	Title     string // the whole text, for a cell the page cuts to its column's width
+}
+
+// cellTitleFrom is the length from which a cell carries its text as a title too: the page
+// cuts cells to a width (ui.css), and the title shows what was cut.
+const cellTitleFrom = 40
+
+const asOfLimit = 500
+
+func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
+	p, err := s.frame(r, "As of")
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	q := r.URL.Query()
+	ap := asOfPage{page: p, At: strings.TrimSpace(q.Get("at")), Resource: q.Get("resource"), Namespace: q.Get("ns")}
+	if ap.At == "" {
+		ap.At = "now"
+	}
+	if ap.Resources, err = s.resources(r.Context(), p.Cluster); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	if !p.Features.AsOf || ap.Resource == "" {
+		ap.finish()
+		s.render(w, "asof", ap)
+		return
+	}
+	// As `kube-cdc as-of` reads its TIME: now, RFC 3339, or a duration back (15m, 2h).
+	at, err := moment.Parse(ap.At, s.o.Now())
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("at %w", err))
+		return
+	}
+	ap.Parsed, ap.ParsedText = at, when(at, p.Zone)
+	ap.Asked = true
+	group, resource := parseResource(ap.Resource)
+	cols, rows, more, err := s.o.Store.AsOfTable(r.Context(), p.Cluster,
+		store.AsOfQuery{At: at, Group: group, Resource: resource, Namespace: ap.Namespace, AllNamespaces: ap.Namespace == ""}, asOfLimit)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	ap.Columns, ap.Truncated = cols, more
+	nsCol, nameCol, changeCol := slices.Index(cols, "namespace"), slices.Index(cols, "name"), slices.Index(cols, "change_id")
+	for _, vals := range rows {
+		cells := make([]cell, len(vals))
+		for i, v := range vals {
+			cells[i] = cell{Text: cellText(v)}
+			if len(cells[i].Text) > cellTitleFrom {
+				cells[i].Title = cells[i].Text
+			}
+		}
+		if nameCol >= 0 {
+			namespace := ap.Namespace
+			if nsCol >= 0 {
+				namespace = cells[nsCol].Text
+			}
+			cells[nameCol].URL = objectURL(p.Cluster, group, resource, namespace, cells[nameCol].Text)
+			if changeCol >= 0 && cells[changeCol].Text != "" {
+				// The version shown at that moment, on the object's page (its article's id).
+				cells[nameCol].URL += "#v" + cells[changeCol].Text
+			}
+		}
+		ap.Rows = append(ap.Rows, cells)
+	}
+	ap.finish()
+	s.render(w, "asof", ap)
+}
+
+// cellText shows a value of any column; long ones (objects) are cut.
+func cellText(v any) string {
+	var t string
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		t = x
+	case time.Time:
+		t = history.FormatTime(x)
+	case map[string]any, []any:
+		b, _ := json.Marshal(x)
+		t = string(b)
+	default:
+		t = fmt.Sprint(x)
+	}
+	if len(t) > 200 {
+		t = t[:200] + "…"
+	}
+	return t
+}
