@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,7 +134,8 @@ func TestWhyNamesTheConfigMapEditAndItsUserBeforeThePodBroke(t *testing.T) {
 	ns := namespace(t, "why")
 	resources := fmt.Sprintf("  - {name: configmaps, namespaces: [%[1]s]}\n  - {name: pods, namespaces: [%[1]s]}\n"+
 		"  - {name: services, namespaces: [%[1]s]}", ns)
-	d := start(t, "run", "-c", pgConfig(t, dsn, resources, auditConfig(t, addr, certs)))
+	cfg := pgConfig(t, dsn, resources, auditConfig(t, addr, certs))
+	d := start(t, "run", "-c", cfg)
 	conn := connect(t, dsn)
 	waitAuditSynced(t, conn, 3)
 	admin := k.Clientset()
@@ -189,6 +191,15 @@ func TestWhyNamesTheConfigMapEditAndItsUserBeforeThePodBroke(t *testing.T) {
 		}
 		return nil
 	})
+	// kube-cdc why prints the same query's rows: the ConfigMap's edit and who made it.
+	code, out := runCLI(t, "why", "pods", "web", "-n", ns, "-c", cfg)
+	if code != 0 {
+		t.Fatalf("kube-cdc why exited %d:\n%s", code, out)
+	}
+	edit := regexp.MustCompile(`(?m)^\S+ \S+\s+configmap\s+configmaps ` + ns + `/web-config\s+update\s+\d+\s+` + regexp.QuoteMeta(user) + ` \(kubectl/`)
+	if !edit.MatchString(out) || !strings.Contains(out, "services "+ns+"/web") {
+		t.Errorf("kube-cdc why pods web -n %s: want a line naming the ConfigMap's update by %s and the Service:\n%s", ns, user, out)
+	}
 	// The pod as stored reads as broken (internal/health, computed when read).
 	var object []byte
 	if err := conn.QueryRow(ctx, `SELECT object FROM kube_cdc.objects WHERE resource = 'pods' AND namespace = $1 AND name = 'web'`, ns).Scan(&object); err != nil {

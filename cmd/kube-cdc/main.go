@@ -40,7 +40,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), newHistoryCmd(), newAsOfCmd(), newResnapshotCmd(), newUICmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newMigrateCmd(), newCheckCmd(), newStatusCmd(), newHistoryCmd(), newAsOfCmd(), newWhyCmd(), newResnapshotCmd(), newUICmd(), newVersionCmd())
 	return root
 }
 

@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
 // why() of a pod names the changes of the pod, its controllers, the ConfigMap and Secret
@@ -62,6 +65,31 @@ func TestWhyListsTheChangesOfEverythingAPodDependsOnInTheWindow(t *testing.T) {
 		"ingress 0 ingresses shop gone delete 11 ")
 	checkRel(t, dsn, "why(pods, shop, web-1-a) an hour ago",
 		`SELECT relation, name FROM kube_cdc.why('pods', 'shop', 'web-1-a', now() - interval '1 hour')`)
+	// The read store's Why is the same query: its window and moment are why()'s.
+	whyRows := func(q store.WhyQuery) []string {
+		t.Helper()
+		rows, err := readerOf(t, s).Why(testCtx(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rows {
+			out = append(out, fmt.Sprintf("%s %s %s %d %s", r.Relation, r.Key.Name, r.Op, r.RV, r.ChangedBy))
+		}
+		return out
+	}
+	pod := store.WhyQuery{Resource: "pods", Namespace: "shop", Name: "web-1-a"}
+	if got := whyRows(pod); !slices.Contains(got, "configmap cfg update 20 kubectl-edit/Update") || len(got) != 12 {
+		t.Errorf("store.Why(pods shop/web-1-a) = %q, want why()'s 12 rows, the ConfigMap's edit among them", got)
+	}
+	pod.At = time.Now().Add(-time.Hour)
+	if got := whyRows(pod); len(got) != 0 {
+		t.Errorf("store.Why an hour ago = %q, want none", got)
+	}
+	pod.At, pod.Lookback = time.Now().Add(time.Hour), 10*time.Minute
+	if got := whyRows(pod); len(got) != 0 {
+		t.Errorf("store.Why over the 10 minutes before an hour from now = %q, want none", got)
+	}
 	checkRel(t, dsn, "why(deployments.apps, shop, web): the template's references",
 		`SELECT relation, name, op FROM kube_cdc.why('deployments.apps', 'shop', 'web') WHERE relation <> 'self'`,
 		"configmap cfg create", "configmap cfg update", "service web create", "service gone delete",
