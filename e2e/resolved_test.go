@@ -169,12 +169,24 @@ func sampleWatermark(t *testing.T, a *ackedWrites, sample func() (uint64, map[ac
 	seen := map[uint64]bool{}
 	checked := 0
 	deadline := time.Now().Add(2 * time.Minute)
+	var failingSince time.Time
 	for time.Now().Before(deadline) {
 		running := a.running()
 		w, have, err := sample()
 		if err != nil {
-			t.Fatal(err)
+			// The in-process broker answers a ListOffsets now and then with -1 (unknown
+			// server error) under load (seen once in two make tests at once): a read is
+			// tried again, and fails the test when it keeps failing for 15 s.
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) > 15*time.Second {
+				t.Fatal(err)
+			}
+			t.Logf("read again after: %v", err)
+			continue
 		}
+		failingSince = time.Time{}
 		if w == 0 {
 			continue
 		}
