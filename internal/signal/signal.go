@@ -249,16 +249,36 @@ func resultOf(cm *corev1.ConfigMap, id string) (Result, bool) {
 // grant is missing. The refusal ends the wait instead, and the reflector is handed
 // nothing it would log: a list that returns only once the reflector stopped waiting for
 // it, a watch that delivers nothing until the reflector stops.
+// listsGrace bounds how long watchConfigMap waits for a list in flight when it returns.
+const listsGrace = 10 * time.Second
+
 func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string, f func(*corev1.ConfigMap) (bool, error)) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
+	// A list the reflector started just before it stopped is let finish before its
+	// context is cancelled: cut while its body is read, client-go logs "Unexpected error
+	// when reading response body … context canceled" at ERROR (seen under load when the
+	// grant was revoked). A list takes milliseconds; the wait is bounded all the same.
+	var lists sync.WaitGroup
+	defer func() {
+		done := make(chan struct{})
+		go func() { lists.Wait(); close(done) }()
+		t := time.NewTimer(listsGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		cancel()
+	}()
 	wctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
+			lists.Add(1)
 			l, err := cs.CoreV1().ConfigMaps(ns).List(reqCtx, o)
+			lists.Done()
 			if refused(err) {
 				refuse(fmt.Errorf("list configmap %s/%s: %w", ns, name, err))
 				<-reqCtx.Done() // the reflector runs its list in a goroutine it does not wait for
