@@ -171,24 +171,10 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		}
 		defer closeSinks()
 		setIgnorePaths(cfg, targets, sinks, log)
-		// A streaming PostgreSQL sink takes its writer lock before writing anything, and
-		// refuses to start beside another process that writes it, or waits with --wait
-		// (`status` opens sinks without claiming). Under leader election the lease fences
-		// already, and the old leader's session may outlive its lease: a new leader writes
-		// at once and takes the lock when it comes free.
-		policy := writerlock.OrRefuse
-		switch {
-		case cfg.LeaderElection.Enabled:
-			policy = writerlock.Fenced
-		case opts.wait:
-			policy = writerlock.OrWait
-		}
-		for _, s := range sinks {
-			if c, ok := s.(writerClaimer); ok {
-				if err := c.ClaimWriter(gctx, policy); err != nil {
-					return err
-				}
-			}
+		// A streaming PostgreSQL sink takes its writer lock before writing anything
+		// (`status` opens sinks without claiming).
+		if err := writerlock.ClaimAll(gctx, writerlock.PolicyFor(cfg.LeaderElection.Enabled, opts.wait), sinks); err != nil {
+			return err
 		}
 		if metricsWhenStreaming != nil {
 			// Called once: under leader election, losing the lease ends the process.
@@ -277,11 +263,6 @@ func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
 		}
 	}
 	return false
-}
-
-// writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
-type writerClaimer interface {
-	ClaimWriter(ctx context.Context, policy writerlock.Policy) error
 }
 
 func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {
