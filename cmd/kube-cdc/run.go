@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -105,39 +104,30 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	serveMetrics := func(ln net.Listener) {
 		g.Go(func() error { return metrics.ServeListener(gctx, ln, m, ready, cfg.Metrics.Pprof, log) })
 	}
-	// The endpoint is bound before anything else, so that a standby (a leader-election
-	// standby, one with --wait) answers /healthz and /readyz while it waits, unless a
-	// kube-cdc answers at its address already: most likely the one this one would stand
-	// by for, on the same host with the same config. Failing on that would end a standby
-	// before it reaches the writer lock or the lease (and refuse a second run for the
-	// address rather than for the writer lock), so the address is bound again once this
-	// process may stream (metricsWhenStreaming), when the other has let go of both. An
-	// address held by anything else fails the start, as it would fail the takeover.
+	// The endpoint is bound now, or once this process may stream when a kube-cdc it may
+	// stand by for holds the address (metrics.ListenOrLater).
 	var metricsWhenStreaming func(context.Context) error
 	if addr := cfg.Metrics.Address; addr != "" {
-		ln, err := metrics.Listen(ctx, addr)
-		switch {
-		case err == nil:
+		grace := time.Duration(0)
+		if opts.wait || cfg.LeaderElection.Enabled {
+			grace = metrics.TakeoverGrace
+		}
+		isKubeCDC := func(ctx context.Context, a string) bool { return status.AskDaemon(ctx, a, nil).Reachable }
+		ln, later, err := metrics.ListenOrLater(ctx, addr, isKubeCDC, grace, log)
+		if err != nil {
+			return err
+		}
+		if ln != nil {
 			serveMetrics(ln)
-		case errors.Is(err, syscall.EADDRINUSE) && status.AskDaemon(ctx, cfg.Metrics.Address, nil).Reachable:
-			log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
-				"address", addr)
-			// A holder that stops lets go of its address before its writer lock or its
-			// lease; one killed lets go of both at once. The grace covers the latter.
-			grace := time.Duration(0)
-			if opts.wait || cfg.LeaderElection.Enabled {
-				grace = metricsTakeoverGrace
-			}
+		}
+		if later != nil {
 			metricsWhenStreaming = func(ctx context.Context) error {
-				ln, err := metrics.ListenWithin(ctx, addr, grace)
-				if err != nil {
-					return err
+				ln, err := later(ctx)
+				if err == nil {
+					serveMetrics(ln)
 				}
-				serveMetrics(ln)
-				return nil
+				return err
 			}
-		default:
-			return metrics.InUse(err)
 		}
 	}
 	if len(crds.Resources) > 0 {
@@ -223,10 +213,6 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	}
 	return err
 }
-
-// metricsTakeoverGrace is how long a process that took over (a writer lock, a lease)
-// tries to bind the metrics address its predecessor may still hold.
-const metricsTakeoverGrace = 10 * time.Second
 
 // ignoreSetter is a sink that keeps a history which may leave noise out (the PostgreSQL
 // sink's changes table).
