@@ -44,20 +44,10 @@ type runOptions struct {
 	wait bool // wait for another process's writer lock instead of refusing to start
 }
 
-func newLogger(cfg *config.Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Log.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
 // run is `kube-cdc run`: it resolves the resources, opens the sinks and streams until ctx
 // ends (SIGTERM), then flushes and returns nil.
 func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
-	log := newLogger(cfg)
+	log := cfg.Log.Logger(os.Stderr)
 	// client-go logs through klog (retry watchers, leader election, reflectors); route it
 	// through the same handler so --log-format json holds for every line.
 	klog.SetSlogLogger(log.With("logger", "client-go"))
@@ -172,7 +162,9 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 				return err
 			}
 		}
-		popts := pipelineOptions(cfg, log, m)
+		popts := cfg.PipelineOptions()
+		popts.Log, popts.Metrics = log, m
+		popts.Abandon = func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) }
 		popts.Nudge = crds.Changed // a CRD of a degraded resource changed: try it now
 		// The cluster's identity goes with every checkpoint: one rebuilt under the same
 		// name is found at start even when its RVs have passed the old checkpoints.
@@ -249,22 +241,6 @@ func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
 		}
 	}
 	return false
-}
-
-func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {
-	return pipeline.Options{
-		Cluster:     cfg.Cluster,
-		BatchSize:   cfg.Pipeline.BatchSize,
-		BatchBytes:  cfg.Pipeline.BatchBytes,
-		MaxWait:     cfg.Pipeline.MaxWait,
-		Buffer:      cfg.Pipeline.Buffer,
-		DetachAfter: cfg.Pipeline.DetachAfter,
-		// Progress lines of relists (pipeline/progress.go).
-		ProgressInterval: cfg.Log.ProgressInterval,
-		Log:              log,
-		Metrics:          m,
-		Abandon:          func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) },
-	}
 }
 
 func sourceSpecs(cfg *config.Config) []source.Spec {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,7 @@ func newUICmd() *cobra.Command {
 			if !cmd.Flags().Changed("listen") && cfg.UI.Address != "" {
 				addr = cfg.UI.Address
 			}
-			log := newLogger(cfg)
+			log := cfg.Log.Logger(os.Stderr)
 			h, closeUI, err := newUIHandler(cmd.Context(), cfg, log, true)
 			if err != nil {
 				return err
