@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/source"
@@ -16,23 +14,9 @@ type kubeSource struct {
 	clients *source.Clients
 }
 
-// restConfig finds the apiserver: in-cluster first when nothing is configured, then the
-// kubeconfig file ($KUBECONFIG, ~/.kube/config) and context.
+// restConfig finds the apiserver (source.RESTConfig).
 func restConfig(k config.Kubernetes) (*rest.Config, error) {
-	if k.Kubeconfig == "" && k.Context == "" {
-		if cfg, err := rest.InClusterConfig(); err == nil {
-			return cfg, nil
-		}
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if k.Kubeconfig != "" {
-		rules.ExplicitPath = k.Kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
-	}
-	return cfg, nil
+	return source.RESTConfig(k.Kubeconfig, k.Context)
 }
 
 func connectSource(cfg *config.Config) (*kubeSource, error) {

@@ -93,8 +93,7 @@ func (r pipelineRelister) Relist(ctx context.Context, resources []string, full b
 	rs, err := r.p.Relist(ctx, resources, full)
 	out := make([]signal.Outcome, len(rs))
 	for i, x := range rs {
-		out[i] = signal.Outcome{Sink: x.Sink, Resource: x.Resource, Scope: x.Scope, Listed: x.Listed, Written: x.Written,
-			Deleted: x.Deleted, Drift: x.Drift, Skipped: x.Skipped}
+		out[i] = signal.Outcome(x) // the same fields
 	}
 	return out, err
 }
