@@ -19,7 +19,6 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
-	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
@@ -102,8 +101,7 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		if opts.wait || cfg.LeaderElection.Enabled {
 			grace = metrics.TakeoverGrace
 		}
-		isKubeCDC := func(ctx context.Context, a string) bool { return status.AskDaemon(ctx, a, nil).Reachable }
-		ln, later, err := metrics.ListenOrLater(ctx, addr, isKubeCDC, grace, log)
+		ln, later, err := metrics.ListenOrLater(ctx, addr, status.Answers, grace, log)
 		if err != nil {
 			return err
 		}
@@ -216,8 +214,7 @@ type ignoreSetter interface {
 // of every target (resources[].history, with the resource's defaults).
 func setIgnorePaths(cfg *config.Config, targets []source.Target, sinks []pipeline.Sink, log *slog.Logger) {
 	for _, t := range targets {
-		h := cfg.Resources[t.Spec].History
-		paths := ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)
+		paths := cfg.IgnorePaths(t.Spec, t.Resource.Group, t.Resource.Resource)
 		if len(paths) == 0 {
 			continue
 		}
@@ -235,8 +232,7 @@ func setIgnorePaths(cfg *config.Config, targets []source.Target, sinks []pipelin
 // sink some).
 func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
 	for _, t := range targets {
-		h := cfg.Resources[t.Spec].History
-		if len(ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)) > 0 {
+		if len(cfg.IgnorePaths(t.Spec, t.Resource.Group, t.Resource.Resource)) > 0 {
 			return true
 		}
 	}

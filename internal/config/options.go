@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 )
 
@@ -32,4 +33,12 @@ func (c *Config) PipelineOptions() pipeline.Options {
 		// Progress lines of relists (pipeline/progress.go).
 		ProgressInterval: c.Log.ProgressInterval,
 	}
+}
+
+// IgnorePaths are the paths whose changes alone the history of resources[spec] leaves
+// out, once resolved to group and resource (resources[].history, with the resource's
+// defaults: ignorepaths.For).
+func (c *Config) IgnorePaths(spec int, group, resource string) []string {
+	h := c.Resources[spec].History
+	return ignorepaths.For(group, resource, h.IgnorePaths, h.DefaultIgnorePaths)
 }
