@@ -5,6 +5,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/kafka"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/writerlock"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/stdout"
 	"github.com/kube-cdc/kube-cdc/internal/source"
 )
@@ -26,6 +27,7 @@ var (
 	_ pipeline.EpochKeeper    = (*stdout.Sink)(nil)
 	_ pipeline.Target         = (*source.Feed)(nil)
 	_ measuredSink            = (*postgres.Sink)(nil)
+	_ writerlock.Claimer      = (*postgres.Sink)(nil)
 	_ measuredSink            = (*kafka.Sink)(nil)
 	_ source.RelistObserver   = (*metrics.Metrics)(nil)
 )

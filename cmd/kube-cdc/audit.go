@@ -40,7 +40,7 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 	log = log.With("component", "audit")
 	var events audit.Store = store
 	var positions audit.PositionStore = store.ForReader(cfg.LeaderElection.Identity)
-	if ks, ok := firstKafkaSink(cfg); ok {
+	if ks, ok := cfg.KafkaSink(); ok {
 		aw, err := kafka.NewActorsWriter(cfg.Cluster, cfg.Audit.ActorsTopic, *ks.Kafka)
 		if err != nil {
 			store.Close()
@@ -77,13 +77,4 @@ func auditInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 		return g.Wait()
 	}
 	return run, store, nil
-}
-
-func firstKafkaSink(cfg *config.Config) (config.Sink, bool) {
-	for _, s := range cfg.Sinks {
-		if s.Type == config.SinkKafka {
-			return s, true
-		}
-	}
-	return config.Sink{}, false
 }

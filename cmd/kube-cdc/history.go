@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,61 +71,8 @@ func runHistory(ctx context.Context, w io.Writer, cfg *config.Config, resourceNa
 		return err
 	}
 	defer s.Close()
-	where := fmt.Sprintf("in cluster %s (sink %s)", cfg.Cluster, sc.Name)
-	ns := opts.namespace
-	if !nsSet {
-		nss, err := s.HistoryNamespaces(ctx, res.Group, res.Resource, name)
-		if err != nil {
-			return fmt.Errorf("sink %s: %w", sc.Name, err)
-		}
-		switch len(nss) {
-		case 0:
-			return fmt.Errorf("no history of %s %q %s", res.ID(), name, where)
-		case 1:
-			ns = nss[0]
-		default:
-			return fmt.Errorf("%s %q has history in namespaces %s %s: choose one with -n", res.ID(), name, strings.Join(nss, ", "), where)
-		}
-	}
-	key := change.Key{Namespace: ns, Name: name}
-	versions, err := s.History(ctx, store.HistoryQuery{Group: res.Group, Resource: res.Resource, Namespace: ns, Name: name, Since: since})
-	if errors.Is(err, store.ErrNoHistory) {
-		return fmt.Errorf("no history of %s %s %s", res.ID(), key, where)
-	}
-	if err != nil {
-		return fmt.Errorf("sink %s: %w", sc.Name, err)
-	}
-	shown, err := history.Show(versions)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", res.ID(), key, err)
-	}
-	title := fmt.Sprintf("%s %s %s: %d versions", res.ID(), key, where, len(shown))
-	if len(shown) == 1 {
-		title = strings.TrimSuffix(title, "s")
-	}
-	if !since.IsZero() {
-		title += " since " + history.FormatTime(since)
-	}
-	return history.Print(w, title, shown, opts.output)
-}
-
-// historySink is the sink named name, or the first PostgreSQL sink.
-func historySink(cfg *config.Config, name, command string) (config.Sink, error) {
-	for _, sc := range cfg.Sinks {
-		if name == "" && sc.Type == config.SinkPostgres {
-			return sc, nil
-		}
-		if name != "" && sc.Name == name {
-			if sc.Type != config.SinkPostgres {
-				return sc, fmt.Errorf("--sink %s: a %s sink keeps no history; %s reads a postgres sink's changes table", name, sc.Type, command)
-			}
-			return sc, nil
-		}
-	}
-	if name != "" {
-		return config.Sink{}, fmt.Errorf("--sink %s: no sink of that name in the config", name)
-	}
-	return config.Sink{}, fmt.Errorf("%s reads a postgres sink's changes table, and the config has no postgres sink", command)
+	return history.Write(ctx, w, s, history.Request{Sink: sc.Name, Resource: res, Name: name, Namespace: opts.namespace,
+		AnyNamespace: !nsSet, Since: since, Output: opts.output})
 }
 
 // storeOptions are what the read store of sc needs: cmd hands it the schema owner's check,
@@ -137,28 +82,13 @@ func storeOptions(cfg *config.Config, sc config.Sink) store.Options {
 		VerifySchema: postgres.VerifySchema, Ping: true}
 }
 
-// openRecorded opens the postgres sink named name (the first one when "") to read only
-// (store.Open: it writes nothing, neither the schema nor the cluster's retention) and
-// matches resourceName against the resources it records: the steps history and as-of
-// share. command names the caller in errors.
+// openRecorded opens the read sink named name (the first postgres sink when "") to read
+// only and matches resourceName against the resources it records (history.Open).
 func openRecorded(ctx context.Context, cfg *config.Config, name, command, resourceName string) (*store.Store, config.Sink, change.Resource, error) {
-	sc, err := historySink(cfg, name, command)
+	sc, err := cfg.ReadSink(name, command)
 	if err != nil {
 		return nil, sc, change.Resource{}, err
 	}
-	s, err := store.Open(ctx, storeOptions(cfg, sc))
-	if err != nil {
-		return nil, sc, change.Resource{}, err
-	}
-	recorded, err := s.RecordedResources(ctx)
-	if err != nil {
-		s.Close()
-		return nil, sc, change.Resource{}, fmt.Errorf("sink %s: %w", sc.Name, err)
-	}
-	res, err := history.MatchRecorded(resourceName, recorded)
-	if err != nil {
-		s.Close()
-		return nil, sc, change.Resource{}, fmt.Errorf("sink %s, cluster %s: %w", sc.Name, cfg.Cluster, err)
-	}
-	return s, sc, res, nil
+	s, res, err := history.Open(ctx, storeOptions(cfg, sc), resourceName)
+	return s, sc, res, err
 }

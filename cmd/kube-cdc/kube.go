@@ -1,11 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"time"
-
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/source"
@@ -16,38 +12,15 @@ type kubeSource struct {
 	clients *source.Clients
 }
 
-// restConfig finds the apiserver: in-cluster first when nothing is configured, then the
-// kubeconfig file ($KUBECONFIG, ~/.kube/config) and context.
+// restConfig finds the apiserver (source.RESTConfig).
 func restConfig(k config.Kubernetes) (*rest.Config, error) {
-	if k.Kubeconfig == "" && k.Context == "" {
-		if cfg, err := rest.InClusterConfig(); err == nil {
-			return cfg, nil
-		}
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if k.Kubeconfig != "" {
-		rules.ExplicitPath = k.Kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
-	}
-	return cfg, nil
+	return source.RESTConfig(k.Kubeconfig, k.Context)
 }
 
+// connectSource finds the apiserver and builds the source's clients (source.Connect).
 func connectSource(cfg *config.Config) (*kubeSource, error) {
-	rc, err := restConfig(cfg.Kubernetes)
-	if err != nil {
-		return nil, err
-	}
-	if rc.Timeout == 0 {
-		rc.Timeout = time.Minute // LIST pages and discovery; watches have no timeout
-	}
-	// kubernetes.qps and burst hold for every client (access reviews, leader election,
-	// signals), not only the source's: at client-go's default of 5/s the start's two
-	// access reviews per resource took 3.3 s for the 13 default resources.
-	rc.QPS, rc.Burst = cfg.Kubernetes.QPS, cfg.Kubernetes.Burst
-	clients, err := source.NewClients(rc, source.ClientOptions{QPS: cfg.Kubernetes.QPS, Burst: cfg.Kubernetes.Burst, Compression: cfg.Kubernetes.Compression})
+	k := cfg.Kubernetes
+	rc, clients, err := source.Connect(k.Kubeconfig, k.Context, source.ClientOptions{QPS: k.QPS, Burst: k.Burst, Compression: k.Compression})
 	if err != nil {
 		return nil, err
 	}

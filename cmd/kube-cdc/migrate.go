@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,27 +18,8 @@ func newMigrateCmd() *cobra.Command {
 				continue
 			}
 			n++
-			var applied []string
-			var err error
-			if partitionChanges {
-				out := cmd.OutOrStdout()
-				applied, err = schema.PartitionChanges(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema, func(st schema.PartitionStep) {
-					lock := ""
-					if st.Exclusive {
-						lock = " (exclusive lock)"
-					}
-					fmt.Fprintf(out, "%s: %s: %s%s\n", s.Name, st.Name, st.Took.Round(1e6), lock)
-				})
-			} else {
-				applied, err = schema.Migrate(cmd.Context(), s.Postgres.DSN, s.Postgres.Schema)
-			}
-			if err != nil {
-				return fmt.Errorf("sink %s: %w", s.Name, err)
-			}
-			if len(applied) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: schema %s is up to date\n", s.Name, s.Postgres.Schema)
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: applied %s to schema %s\n", s.Name, strings.Join(applied, ", "), s.Postgres.Schema)
+			if err := schema.MigrateReporting(cmd.Context(), cmd.OutOrStdout(), s.Name, s.Postgres.DSN, s.Postgres.Schema, partitionChanges); err != nil {
+				return err
 			}
 		}
 		if n == 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,20 +64,8 @@ func resnapshot(ctx context.Context, w io.Writer, cfg *config.Config, resources 
 	if err != nil {
 		return err
 	}
-	if output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else {
-		scopes := configuredScopes(cfg)
-		res.Write(w, func(id string) string { return status.ScopeColumn(status.ScopeOf(scopes, id), id) })
-	}
-	if res.State == signal.StateFailed {
-		return fmt.Errorf("resnapshot failed (answered by %s): %s", res.By, res.Error)
-	}
-	return nil
+	scopes := configuredScopes(cfg)
+	return res.Report(w, output, func(id string) string { return status.ScopeColumn(status.ScopeOf(scopes, id), id) })
 }
 
 // serveSignals answers resnapshot requests with p until ctx ends (run it while this
@@ -106,8 +93,7 @@ func (r pipelineRelister) Relist(ctx context.Context, resources []string, full b
 	rs, err := r.p.Relist(ctx, resources, full)
 	out := make([]signal.Outcome, len(rs))
 	for i, x := range rs {
-		out[i] = signal.Outcome{Sink: x.Sink, Resource: x.Resource, Scope: x.Scope, Listed: x.Listed, Written: x.Written,
-			Deleted: x.Deleted, Drift: x.Drift, Skipped: x.Skipped}
+		out[i] = signal.Outcome(x) // the same fields
 	}
 	return out, err
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +19,6 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 	"github.com/kube-cdc/kube-cdc/internal/envelope"
-	"github.com/kube-cdc/kube-cdc/internal/ignorepaths"
 	"github.com/kube-cdc/kube-cdc/internal/leader"
 	"github.com/kube-cdc/kube-cdc/internal/metrics"
 	"github.com/kube-cdc/kube-cdc/internal/pipeline"
@@ -45,20 +43,10 @@ type runOptions struct {
 	wait bool // wait for another process's writer lock instead of refusing to start
 }
 
-func newLogger(cfg *config.Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Log.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
 // run is `kube-cdc run`: it resolves the resources, opens the sinks and streams until ctx
 // ends (SIGTERM), then flushes and returns nil.
 func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
-	log := newLogger(cfg)
+	log := cfg.Log.Logger(os.Stderr)
 	// client-go logs through klog (retry watchers, leader election, reflectors); route it
 	// through the same handler so --log-format json holds for every line.
 	klog.SetSlogLogger(log.With("logger", "client-go"))
@@ -105,39 +93,29 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	serveMetrics := func(ln net.Listener) {
 		g.Go(func() error { return metrics.ServeListener(gctx, ln, m, ready, cfg.Metrics.Pprof, log) })
 	}
-	// The endpoint is bound before anything else, so that a standby (a leader-election
-	// standby, one with --wait) answers /healthz and /readyz while it waits, unless a
-	// kube-cdc answers at its address already: most likely the one this one would stand
-	// by for, on the same host with the same config. Failing on that would end a standby
-	// before it reaches the writer lock or the lease (and refuse a second run for the
-	// address rather than for the writer lock), so the address is bound again once this
-	// process may stream (metricsWhenStreaming), when the other has let go of both. An
-	// address held by anything else fails the start, as it would fail the takeover.
+	// The endpoint is bound now, or once this process may stream when a kube-cdc it may
+	// stand by for holds the address (metrics.ListenOrLater).
 	var metricsWhenStreaming func(context.Context) error
 	if addr := cfg.Metrics.Address; addr != "" {
-		ln, err := metrics.Listen(ctx, addr)
-		switch {
-		case err == nil:
+		grace := time.Duration(0)
+		if opts.wait || cfg.LeaderElection.Enabled {
+			grace = metrics.TakeoverGrace
+		}
+		ln, later, err := metrics.ListenOrLater(ctx, addr, status.Answers, grace, log)
+		if err != nil {
+			return err
+		}
+		if ln != nil {
 			serveMetrics(ln)
-		case errors.Is(err, syscall.EADDRINUSE) && status.AskDaemon(ctx, cfg.Metrics.Address, nil).Reachable:
-			log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
-				"address", addr)
-			// A holder that stops lets go of its address before its writer lock or its
-			// lease; one killed lets go of both at once. The grace covers the latter.
-			grace := time.Duration(0)
-			if opts.wait || cfg.LeaderElection.Enabled {
-				grace = metricsTakeoverGrace
-			}
+		}
+		if later != nil {
 			metricsWhenStreaming = func(ctx context.Context) error {
-				ln, err := metrics.ListenWithin(ctx, addr, grace)
-				if err != nil {
-					return err
+				ln, err := later(ctx)
+				if err == nil {
+					serveMetrics(ln)
 				}
-				serveMetrics(ln)
-				return nil
+				return err
 			}
-		default:
-			return metrics.InUse(err)
 		}
 	}
 	if len(crds.Resources) > 0 {
@@ -171,24 +149,10 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 		}
 		defer closeSinks()
 		setIgnorePaths(cfg, targets, sinks, log)
-		// A streaming PostgreSQL sink takes its writer lock before writing anything, and
-		// refuses to start beside another process that writes it, or waits with --wait
-		// (`status` opens sinks without claiming). Under leader election the lease fences
-		// already, and the old leader's session may outlive its lease: a new leader writes
-		// at once and takes the lock when it comes free.
-		policy := writerlock.OrRefuse
-		switch {
-		case cfg.LeaderElection.Enabled:
-			policy = writerlock.Fenced
-		case opts.wait:
-			policy = writerlock.OrWait
-		}
-		for _, s := range sinks {
-			if c, ok := s.(writerClaimer); ok {
-				if err := c.ClaimWriter(gctx, policy); err != nil {
-					return err
-				}
-			}
+		// A streaming PostgreSQL sink takes its writer lock before writing anything
+		// (`status` opens sinks without claiming).
+		if err := writerlock.ClaimAll(gctx, writerlock.PolicyFor(cfg.LeaderElection.Enabled, opts.wait), sinks); err != nil {
+			return err
 		}
 		if metricsWhenStreaming != nil {
 			// Called once: under leader election, losing the lease ends the process.
@@ -196,7 +160,9 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 				return err
 			}
 		}
-		popts := pipelineOptions(cfg, log, m)
+		popts := cfg.PipelineOptions()
+		popts.Log, popts.Metrics = log, m
+		popts.Abandon = func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) }
 		popts.Nudge = crds.Changed // a CRD of a degraded resource changed: try it now
 		// The cluster's identity goes with every checkpoint: one rebuilt under the same
 		// name is found at start even when its RVs have passed the old checkpoints.
@@ -238,10 +204,6 @@ func run(ctx context.Context, cfg *config.Config, opts runOptions) error {
 	return err
 }
 
-// metricsTakeoverGrace is how long a process that took over (a writer lock, a lease)
-// tries to bind the metrics address its predecessor may still hold.
-const metricsTakeoverGrace = 10 * time.Second
-
 // ignoreSetter is a sink that keeps a history which may leave noise out (the PostgreSQL
 // sink's changes table).
 type ignoreSetter interface {
@@ -252,8 +214,7 @@ type ignoreSetter interface {
 // of every target (resources[].history, with the resource's defaults).
 func setIgnorePaths(cfg *config.Config, targets []source.Target, sinks []pipeline.Sink, log *slog.Logger) {
 	for _, t := range targets {
-		h := cfg.Resources[t.Spec].History
-		paths := ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)
+		paths := cfg.IgnorePaths(t.Spec, t.Resource.Group, t.Resource.Resource)
 		if len(paths) == 0 {
 			continue
 		}
@@ -271,33 +232,11 @@ func setIgnorePaths(cfg *config.Config, targets []source.Target, sinks []pipelin
 // sink some).
 func hasIgnorePaths(cfg *config.Config, targets []source.Target) bool {
 	for _, t := range targets {
-		h := cfg.Resources[t.Spec].History
-		if len(ignorepaths.For(t.Resource.Group, t.Resource.Resource, h.IgnorePaths, h.DefaultIgnorePaths)) > 0 {
+		if len(cfg.IgnorePaths(t.Spec, t.Resource.Group, t.Resource.Resource)) > 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// writerClaimer is a sink that claims exclusive writing (the PostgreSQL sink's writer lock).
-type writerClaimer interface {
-	ClaimWriter(ctx context.Context, policy writerlock.Policy) error
-}
-
-func pipelineOptions(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) pipeline.Options {
-	return pipeline.Options{
-		Cluster:     cfg.Cluster,
-		BatchSize:   cfg.Pipeline.BatchSize,
-		BatchBytes:  cfg.Pipeline.BatchBytes,
-		MaxWait:     cfg.Pipeline.MaxWait,
-		Buffer:      cfg.Pipeline.Buffer,
-		DetachAfter: cfg.Pipeline.DetachAfter,
-		// Progress lines of relists (pipeline/progress.go).
-		ProgressInterval: cfg.Log.ProgressInterval,
-		Log:              log,
-		Metrics:          m,
-		Abandon:          func(cause error) bool { return errors.Is(cause, leader.ErrLostLease) },
-	}
 }
 
 func sourceSpecs(cfg *config.Config) []source.Spec {

@@ -65,15 +65,7 @@ func readStatus(ctx context.Context, cfg *config.Config) (*status.Report, error)
 // joinCounts is the audit store's count of the actor join, read through s.
 func joinCounts(ctx context.Context, s *store.Store, since time.Time) (status.Audit, error) {
 	st, err := postgres.ReadJoinStats(ctx, s.Pool(), s.Schema(), s.Cluster(), since)
-	if err != nil {
-		return status.Audit{}, err
-	}
-	a := status.Audit{Events: st.Events, Changes: st.Changes, Exact: st.Exact, Nearest: st.Nearest,
-		UnmatchedChanges: st.UnmatchedChanges, UnmatchedEvents: st.UnmatchedEvents}
-	if !st.LastReceived.IsZero() {
-		a.LastReceived = &st.LastReceived
-	}
-	return a, nil
+	return status.AuditOf(st), err
 }
 
 // configuredScopes maps the id of every scope the configuration's resources give to its

@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"syscall"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +26,7 @@ func newUICmd() *cobra.Command {
 			if !cmd.Flags().Changed("listen") && cfg.UI.Address != "" {
 				addr = cfg.UI.Address
 			}
-			log := newLogger(cfg)
+			log := cfg.Log.Logger(os.Stderr)
 			h, closeUI, err := newUIHandler(cmd.Context(), cfg, log, true)
 			if err != nil {
 				return err
@@ -37,7 +36,7 @@ func newUICmd() *cobra.Command {
 				log.Info("serving the web UI", "url", "http://"+bound+"/", "sink", uiSinkName(cfg), "cluster", cfg.Cluster)
 				fmt.Fprintf(cmd.OutOrStdout(), "kube-cdc ui: http://%s/\n", bound)
 			})
-			return uiAddressInUse(err, addr, !cmd.Flags().Changed("listen") && cfg.UI.Address != "")
+			return ui.AddressInUse(err, addr, !cmd.Flags().Changed("listen") && cfg.UI.Address != "")
 		})
 	cmd.Long = `Serve a read-only web UI over a PostgreSQL sink's schema: a timeline of changes (a chart
 by resource, deletes and inferred deletes apart, and the feed below it with filters, all
@@ -55,26 +54,12 @@ the header an authenticating proxy sets. A role with SELECT on the schema is eno
 	return cmd
 }
 
-// uiAddressInUse names the way out of an address another process holds (EADDRINUSE);
-// other errors, and nil, it returns as they are. fromConfig: the address is the config's
-// ui.address, which `kube-cdc run` with the same config serves its own UI on, the likely
-// holder.
-func uiAddressInUse(err error, addr string, fromConfig bool) error {
-	if !errors.Is(err, syscall.EADDRINUSE) {
-		return err
-	}
-	if fromConfig {
-		return fmt.Errorf("%w; the address is this config's ui.address, where a kube-cdc run with the same config serves the UI already (http://%s/): serve this one elsewhere with --listen (--listen 127.0.0.1:0 takes a free port)", err, addr)
-	}
-	return fmt.Errorf("%w; another process serves this address: choose another with --listen (--listen 127.0.0.1:0 takes a free port)", err)
-}
-
+// uiSinkName is the name of the sink the UI reads, "" when there is none.
 func uiSinkName(cfg *config.Config) string {
-	sc, err := historySink(cfg, cfg.UI.Sink, "the web UI")
-	if err != nil {
-		return ""
+	if sc, err := cfg.ReadSink(cfg.UI.Sink, "the web UI"); err == nil {
+		return sc.Name
 	}
-	return sc.Name
+	return ""
 }
 
 // newUIHandler connects to the UI's sink read-only and builds the handler; its status
@@ -83,7 +68,7 @@ func uiSinkName(cfg *config.Config) string {
 // ping: connect now (kube-cdc ui), or when a page asks (run, whose sink retries a
 // database that is down).
 func newUIHandler(ctx context.Context, cfg *config.Config, log *slog.Logger, ping bool) (http.Handler, func(), error) {
-	sc, err := historySink(cfg, cfg.UI.Sink, "the web UI")
+	sc, err := cfg.ReadSink(cfg.UI.Sink, "the web UI")
 	if err != nil {
 		return nil, nil, fmt.Errorf("ui: %w", err)
 	}

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/kube-cdc/kube-cdc/internal/version"
@@ -19,19 +16,7 @@ commit's time: release builds are reproducible) and the Go toolchain and platfor
 -o json prints {"version","commit","date","goVersion","platform"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			i := version.Get()
-			out := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(i)
-			case "text", "":
-				_, err := fmt.Fprintf(out, "kube-cdc %s\ncommit:   %s\nbuilt:    %s\ngo:       %s %s\n", i.Version, i.Commit, i.Date, i.GoVersion, i.Platform)
-				return err
-			default:
-				return fmt.Errorf("--output %q: want text or json", output)
-			}
+			return version.Print(cmd.OutOrStdout(), output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

@@ -141,3 +141,14 @@ func (c *Config) AuditSink() (Sink, error) {
 	}
 	return Sink{}, errorf("the audit receiver stores events in a postgres sink's database, and no postgres sink is configured")
 }
+
+// KafkaSink is the first Kafka sink, whose brokers take the actors topic; false when
+// there is none.
+func (c *Config) KafkaSink() (Sink, bool) {
+	for _, s := range c.Sinks {
+		if s.Type == SinkKafka {
+			return s, true
+		}
+	}
+	return Sink{}, false
+}

@@ -72,6 +72,13 @@ func placeRules() []rule {
 			why:    "the read side and status read what the sinks wrote, never the cluster: they do not depend on the source",
 		},
 		{
+			// check's rows that need no cluster client: they open the sinks as run would,
+			// and change nothing.
+			pkgs:   under("internal/check"),
+			banned: anyOf(own("internal/source"), own("internal/read"), own("internal/status")),
+			why:    "internal/check knows nothing of the source, the read side or status",
+		},
+		{
 			// hack/demo starts the demo's servers with the harness.
 			pkgs:       not(anyOf(testOnly, under("hack/demo"))),
 			banned:     anyOf(testOnly, own("internal/testenv")),

@@ -166,3 +166,30 @@ func InUse(err error) error {
 	}
 	return fmt.Errorf(`%w; another process serves this address (another kube-cdc on this host?): give each process its own metrics.address (--metrics-address, KUBE_CDC_METRICS__ADDRESS), or "" to serve none`, err)
 }
+
+// TakeoverGrace is how long a process that took over (a writer lock, a lease) tries to
+// bind the metrics address its predecessor may still hold.
+const TakeoverGrace = 10 * time.Second
+
+// ListenOrLater binds the endpoint before anything else, so that a standby (a
+// leader-election standby, one with --wait) answers /healthz and /readyz while it waits,
+// unless a kube-cdc answers at addr already (isKubeCDC): most likely the one this one
+// would stand by for, on the same host with the same config. Failing on that would end a
+// standby before it reaches the writer lock or the lease (and refuse a second run for the
+// address rather than for the writer lock), so it returns later instead, which binds the
+// address (ListenWithin grace) once this process may stream, when the other has let go of
+// both. A holder that stops lets go of its address before its writer lock or its lease;
+// one killed lets go of both at once: grace covers the latter. An address held by
+// anything else is InUse's error, as it would fail the takeover.
+func ListenOrLater(ctx context.Context, addr string, isKubeCDC func(context.Context, string) bool, grace time.Duration, log *slog.Logger) (now net.Listener, later func(context.Context) (net.Listener, error), err error) {
+	ln, err := Listen(ctx, addr)
+	switch {
+	case err == nil:
+		return ln, nil, nil
+	case errors.Is(err, syscall.EADDRINUSE) && isKubeCDC(ctx, addr):
+		log.Info("metrics address in use by a kube-cdc, perhaps the one this one stands by for; serving /metrics, /healthz and /readyz there once this process streams",
+			"address", addr)
+		return nil, func(ctx context.Context) (net.Listener, error) { return ListenWithin(ctx, addr, grace) }, nil
+	}
+	return nil, nil, InUse(err)
+}

@@ -1,6 +1,7 @@
 package signal
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -54,4 +55,23 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// Report prints the result as `kube-cdc resnapshot -o output` does (json: the result
+// itself, indented; otherwise Write's table) and returns an error naming the replica and
+// its error when the request failed.
+func (res Result) Report(w io.Writer, output string, scope func(id string) string) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		res.Write(w, scope)
+	}
+	if res.State == StateFailed {
+		return fmt.Errorf("resnapshot failed (answered by %s): %s", res.By, res.Error)
+	}
+	return nil
 }

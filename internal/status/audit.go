@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kube-cdc/kube-cdc/internal/audit"
 	"github.com/kube-cdc/kube-cdc/internal/config"
 )
 
@@ -69,4 +70,14 @@ func auditLines(a *Audit, now time.Time) []string {
 	}
 	return []string{fmt.Sprintf("audit (sink %s, last %s): %d events; of %d changes %d joined exactly, %d nearest, %d without an actor; %d events matched no change; %s",
 		a.Sink, a.Window, a.Events, a.Changes, a.Exact, a.Nearest, a.UnmatchedChanges, a.UnmatchedEvents, last)}
+}
+
+// AuditOf is the join's counts as the audit store reads them, as status shows them.
+func AuditOf(st audit.JoinStats) Audit {
+	a := Audit{Events: st.Events, Changes: st.Changes, Exact: st.Exact, Nearest: st.Nearest,
+		UnmatchedChanges: st.UnmatchedChanges, UnmatchedEvents: st.UnmatchedEvents}
+	if !st.LastReceived.IsZero() {
+		a.LastReceived = &st.LastReceived
+	}
+	return a
 }

@@ -312,3 +312,6 @@ func AskDaemon(ctx context.Context, address string, scopes map[string]Scope) Dae
 	}
 	return d
 }
+
+// Answers says whether a kube-cdc answers at address (AskDaemon reached it).
+func Answers(ctx context.Context, address string) bool { return AskDaemon(ctx, address, nil).Reachable }

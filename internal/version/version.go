@@ -12,7 +12,9 @@
 package version
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -84,4 +86,20 @@ func String() string {
 		commit = commit[:12]
 	}
 	return fmt.Sprintf("%s (commit %s, built %s, %s %s)", i.Version, commit, i.Date, i.GoVersion, i.Platform)
+}
+
+// Print writes Get() as `kube-cdc version -o output` does: text ("" too), or json
+// ({"version","commit","date","goVersion","platform"}); another output is an error.
+func Print(w io.Writer, output string) error {
+	i := Get()
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(i)
+	case "text", "":
+		_, err := fmt.Fprintf(w, "kube-cdc %s\ncommit:   %s\nbuilt:    %s\ngo:       %s %s\n", i.Version, i.Commit, i.Date, i.GoVersion, i.Platform)
+		return err
+	}
+	return fmt.Errorf("--output %q: want text or json", output)
 }

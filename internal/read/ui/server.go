@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
@@ -175,4 +176,18 @@ func Serve(ctx context.Context, address string, h http.Handler, ready func(addr 
 		defer cancel()
 		return srv.Shutdown(sctx)
 	}
+}
+
+// AddressInUse names the way out of an address another process holds (EADDRINUSE) in
+// Serve's error; other errors, and nil, it returns as they are. fromConfig: the address
+// is the config's ui.address, which `kube-cdc run` with the same config serves its own UI
+// on, the likely holder.
+func AddressInUse(err error, addr string, fromConfig bool) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	if fromConfig {
+		return fmt.Errorf("%w; the address is this config's ui.address, where a kube-cdc run with the same config serves the UI already (http://%s/): serve this one elsewhere with --listen (--listen 127.0.0.1:0 takes a free port)", err, addr)
+	}
+	return fmt.Errorf("%w; another process serves this address: choose another with --listen (--listen 127.0.0.1:0 takes a free port)", err)
 }

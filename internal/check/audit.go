@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
 )
 
-// checkAudit adds the audit receiver's row when it is configured: FAIL where run would
+// Audit adds the audit receiver's row when it is configured: FAIL where run would
 // fail (its certificate, client CA or token file), else whether audit events arrive and
 // how the join of the last audit.statsWindow went; "warn" when none arrived.
-func checkAudit(ctx context.Context, cfg *config.Config, t *table) {
+func Audit(ctx context.Context, t *Table, cfg *config.Config) {
 	w := cfg.Audit.Webhook
 	if w.Listen == "" && cfg.Audit.LogFile.Path == "" {
 		return
@@ -21,33 +21,33 @@ func checkAudit(ctx context.Context, cfg *config.Config, t *table) {
 	if w.Listen != "" {
 		r := &audit.Receiver{CertFile: w.TLSCertFile, KeyFile: w.TLSKeyFile, ClientCAFile: w.ClientCAFile}
 		if _, err := r.TLSConfig(); err != nil {
-			t.result("audit receiver", fmt.Errorf("audit.webhook (tlsCertFile, tlsKeyFile, clientCAFile): %w", err), "")
+			t.Result("audit receiver", fmt.Errorf("audit.webhook (tlsCertFile, tlsKeyFile, clientCAFile): %w", err), "")
 			return
 		}
 	}
 	if w.TokenFile != "" {
 		if _, err := audit.TokenFromFile(w.TokenFile); err != nil {
-			t.result("audit receiver", fmt.Errorf("audit.webhook.tokenFile: %w", err), "")
+			t.Result("audit receiver", fmt.Errorf("audit.webhook.tokenFile: %w", err), "")
 			return
 		}
 	}
 	sc, err := cfg.AuditSink()
 	if err != nil {
-		t.result("audit receiver", err, "")
+		t.Result("audit receiver", err, "")
 		return
 	}
 	o := *sc.Postgres
 	o.Migrate = false // checking only: never change the schema
 	store, err := postgres.NewAuditStore(ctx, cfg.Cluster, o)
 	if err != nil {
-		t.result("audit receiver", err, "")
+		t.Result("audit receiver", err, "")
 		return
 	}
 	defer store.Close()
 	window := cfg.Audit.StatsWindow
 	st, err := store.JoinStats(ctx, time.Now().Add(-window))
 	if err != nil {
-		t.row("audit receiver", "warn", fmt.Sprintf("cannot count the audit events in sink %s's database (not migrated yet?): %v", sc.Name, err))
+		t.Row("audit receiver", "warn", fmt.Sprintf("cannot count the audit events in sink %s's database (not migrated yet?): %v", sc.Name, err))
 		return
 	}
 	if st.Events == 0 {
@@ -59,9 +59,9 @@ func checkAudit(ctx context.Context, cfg *config.Config, t *table) {
 		if w.Listen == "" {
 			from = "is the apiserver writing its audit log to " + cfg.Audit.LogFile.Path
 		}
-		t.row("audit receiver", "warn", fmt.Sprintf("no audit events in the last %v (%s): %s?", window, last, from))
+		t.Row("audit receiver", "warn", fmt.Sprintf("no audit events in the last %v (%s): %s?", window, last, from))
 		return
 	}
-	t.result("audit receiver", nil, fmt.Sprintf("%d audit events in the last %v; of %d changes %d joined exactly, %d nearest, %d unmatched; %d events matched no change",
+	t.Result("audit receiver", nil, fmt.Sprintf("%d audit events in the last %v; of %d changes %d joined exactly, %d nearest, %d unmatched; %d events matched no change",
 		st.Events, window, st.Changes, st.Exact, st.Nearest, st.UnmatchedChanges, st.UnmatchedEvents))
 }
