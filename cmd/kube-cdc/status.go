@@ -25,12 +25,7 @@ func newStatusCmd() *cobra.Command {
 		}
 		return status.Write(cmd.OutOrStdout(), r, output, time.Now())
 	})
-	cmd.Long = `Show, per sink, resource and scope, the checkpoint (resourceVersion, age, epoch), the
-object counts and the quarantined changes; who writes each PostgreSQL sink (its writer
-lock's holder and waiters); and, asked of the running kube-cdc at metrics.address, the
-resources it does not stream now, and those it streams but may no longer list or watch
-(their next re-watch will fail). A scope is shown by its namespaces and selectors.
--o json and -o yaml print the same as a document (field names in docs/operations.md).`
+	cmd.Long = status.Help
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	return cmd
 }
