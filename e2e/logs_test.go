@@ -112,9 +112,9 @@ func TestLogsInJSONIncludeClientGosLeaderElection(t *testing.T) {
   namespace: %s
   name: kube-cdc-e2e
   identity: replica-a
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
+  leaseDuration: 8s
+  renewDeadline: 6s
+  retryPeriod: 1s
 `, ns)))
 	d := start(t, "run", "-c", cfg, "--log-format", "json")
 	opsWaitLog(t, d, "became the leader", 30*time.Second)

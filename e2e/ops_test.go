@@ -798,16 +798,19 @@ func opsLeaderConfig(t *testing.T, dsn, ns, identity, metricsAddr string) string
   namespace: %s
   name: kube-cdc-e2e
   identity: %s
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
+  leaseDuration: 8s
+  renewDeadline: 6s
+  retryPeriod: 1s
 `, ns, identity)))
 }
 
-const opsLeaseDuration = 4 * time.Second
+// opsLeaseDuration is the replicas' lease: 8 s to expire, a 6 s renew deadline, a retry
+// every second. With 4/3/0.5 s a leader beside two make tests at once (load ~20) could not
+// renew within 3 s and stepped down before the test's kill.
+const opsLeaseDuration = 8 * time.Second
 
 // opsTakeoverBound is how soon a standby must lead once the leader stops renewing: the
-// lease, two retry periods (500ms) to notice, and slack for two busy cores.
+// lease, two retry periods (1 s) to notice, and slack for two busy cores.
 const opsTakeoverBound = opsLeaseDuration + 4*time.Second
 
 func opsHolder(t *testing.T, ns string) string {

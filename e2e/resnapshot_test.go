@@ -81,9 +81,9 @@ func TestAResnapshotAskedWithTheStandbysConfigIsAnsweredByTheLeaderAndOneAskedWh
   namespace: %s
   name: kube-cdc-rsnap
   identity: %s
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
+  leaseDuration: 8s
+  renewDeadline: 6s
+  retryPeriod: 1s
 `, sig, identity)))
 	}
 	cfgA, cfgB := config("replica-a"), config("replica-b")
