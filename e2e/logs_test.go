@@ -77,6 +77,10 @@ func TestLogsInJSONIncludeClientGosWatchErrorsAcrossAnAPIServerRestart(t *testin
 	}
 	d := start(t, "run", "-c", writeConfig(t, logsConfigYAML(dsn, ns, "")), "--log-format", "json")
 	waitSynced(t, dsn)
+	// The signal server's informer (client-go's watch) must be up before the restart: the
+	// resources sync first, and a server that started only after the apiserver was back
+	// met no error to log (seen once in two CI runs at once).
+	opsWaitLog(t, d, "answering resnapshot requests", 60*time.Second)
 	// While the apiserver is down, client-go's watches (the reflector of the resnapshot
 	// signals; the resources' own watches are kube-cdc's reader, which logs through slog)
 	// fail to reopen with "connection refused" and log it through klog.

@@ -168,7 +168,9 @@ func serve(ctx context.Context, cs kubernetes.Interface, ns, name, identity stri
 			}
 		}
 	}()
-	err := watchConfigMap(ctx, cs, ns, name, handle)
+	err := watchConfigMap(ctx, cs, ns, name, handle, func() {
+		log.Info("answering resnapshot requests", "configmap", ns+"/"+name)
+	})
 	if cause := context.Cause(ctx); outer.Err() == nil && cause != nil && refused(cause) {
 		return cause
 	}
@@ -209,7 +211,7 @@ func Ask(ctx context.Context, cs kubernetes.Interface, ns, name string, req Requ
 			return true, nil
 		}
 		return false, nil
-	})
+	}, nil)
 	if err != nil {
 		cleanup()
 		return Result{}, err
@@ -235,6 +237,9 @@ func resultOf(cm *corev1.ConfigMap, id string) (Result, bool) {
 	return r, true
 }
 
+// listsGrace bounds how long watchConfigMap waits for a list in flight when it returns.
+const listsGrace = 10 * time.Second
+
 // watchConfigMap calls f with ns/name whenever it changes (and once at start, when it
 // exists) until f says done, f fails, the apiserver refuses to list or watch it (that
 // error then) or ctx ends (nil then).
@@ -249,10 +254,10 @@ func resultOf(cm *corev1.ConfigMap, id string) (Result, bool) {
 // grant is missing. The refusal ends the wait instead, and the reflector is handed
 // nothing it would log: a list that returns only once the reflector stopped waiting for
 // it, a watch that delivers nothing until the reflector stops.
-// listsGrace bounds how long watchConfigMap waits for a list in flight when it returns.
-const listsGrace = 10 * time.Second
-
-func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string, f func(*corev1.ConfigMap) (bool, error)) error {
+//
+// synced, when set, is called once the ConfigMap has been listed and the watch is about
+// to open (the informer synced): a server says from then on that it answers.
+func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string, f func(*corev1.ConfigMap) (bool, error), synced func()) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// A list the reflector started just before it stopped is let finish before its
@@ -297,7 +302,11 @@ func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name strin
 		},
 	}
 	var ferr error
-	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
+	var precondition watchtools.PreconditionFunc
+	if synced != nil {
+		precondition = func(cache.Store) (bool, error) { synced(); return false, nil }
+	}
+	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.ConfigMap{}, precondition, func(ev watch.Event) (bool, error) {
 		cm, ok := ev.Object.(*corev1.ConfigMap)
 		if !ok || ev.Type == watch.Deleted {
 			return false, nil
