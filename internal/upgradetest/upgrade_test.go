@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 	"github.com/kube-cdc/kube-cdc/migrations"
 )
@@ -194,7 +195,7 @@ func TestAnUpgradeKeepsEveryRowAnOlderReleaseStoredAndItsReadSideAnswersTheSame(
 			}
 			readBefore := readSide(t, conn, at)
 
-			applied, err := postgres.Migrate(testCtx(t), dsn, "kube_cdc")
+			applied, err := schema.Migrate(testCtx(t), dsn, "kube_cdc")
 			if err != nil {
 				t.Fatalf("upgrade: %v", err)
 			}

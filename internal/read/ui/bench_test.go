@@ -13,7 +13,7 @@ import (
 
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/read/ui"
-	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres"
+	pgschema "github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 // benchRowsEnv sets how many changes rows BenchmarkPages writes (default 200,000). The
@@ -43,7 +43,7 @@ func BenchmarkPages(b *testing.B) {
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+bschema+" CASCADE"); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := postgres.Migrate(ctx, dsn, bschema); err != nil {
+	if _, err := pgschema.Migrate(ctx, dsn, bschema); err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+bschema+" CASCADE") //nolint:errcheck

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 // NewAuditStore connects to the database of opts (a PostgreSQL sink's options), applying
@@ -18,32 +19,27 @@ import (
 // it receives.
 func NewAuditStore(ctx context.Context, cluster string, opts Options) (*auditstore.Store, error) {
 	opts = opts.withDefaults()
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, password, err := pgdb.PoolConfig(opts.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("audit store: %w", classify(err, ""))
+		return nil, fmt.Errorf("audit store: %w", err)
 	}
-	password := cfg.ConnConfig.Password
 	if opts.Migrate {
-		if _, err := Migrate(ctx, opts.DSN, opts.Schema); err != nil {
+		if _, err := schema.Migrate(ctx, opts.DSN, opts.Schema); err != nil {
 			return nil, fmt.Errorf("audit store: %w", err)
 		}
 	}
 	cfg.MaxConns = 2
-	setApplicationName(&cfg.ConnConfig.Config)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("audit store: %w", classify(err, password))
+		return nil, fmt.Errorf("audit store: %w", pgdb.Classify(err, password))
 	}
 	if !opts.Migrate {
 		// Migrate verified the schema; without it, refuse a newer one all the same.
-		if err := verifySchema(ctx, pool, opts.Schema); err != nil && !errors.Is(err, errUnverifiable) {
+		if err := schema.Verify(ctx, pool, opts.Schema); err != nil && !errors.Is(err, schema.ErrUnverifiable) {
 			pool.Close()
-			return nil, fmt.Errorf("audit store: %w", classify(err, password))
+			return nil, fmt.Errorf("audit store: %w", pgdb.Classify(err, password))
 		}
 	}
 	return auditstore.New(pool, auditstore.Options{Schema: opts.Schema, Cluster: cluster,
-		Classify: func(err error) error { return classify(err, password) }}), nil
+		Classify: func(err error) error { return pgdb.Classify(err, password) }}), nil
 }

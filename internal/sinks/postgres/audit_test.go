@@ -13,6 +13,7 @@ import (
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	readstore "github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/auditstore"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 // actorsDB is a migrated database with an audit store (auditstore.Store) and a connection to write changes
@@ -372,7 +373,7 @@ func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t
 		name, username, code, request_at, stage_at, received_at)
 		SELECT 'filler-' || i, CASE WHEN i = 0 THEN 'elsewhere' ELSE $1 END, 'update', '', 'configmaps', 'ns', 'f', 'dev-f', 200,
 		       $2::timestamptz, $2::timestamptz, $2::timestamptz
-		  FROM generate_series(0, $3::int) i`, cluster, now.Add(-90*time.Minute), retentionChunk+5); err != nil {
+		  FROM generate_series(0, $3::int) i`, cluster, now.Add(-90*time.Minute), schema.RetentionChunk+5); err != nil {
 		t.Fatal(err)
 	}
 	if got := actorsOf(t, conn, ids); got[0].auditID != "e-old" || got[1].auditID != "e-new" {
@@ -385,7 +386,7 @@ func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t
 	}
 	// e-old and the filler of this cluster; not another cluster's, not one within the
 	// margin of the cutoff, not a new one.
-	if want := int64(retentionChunk + 6); res.AuditEvents != want {
+	if want := int64(schema.RetentionChunk + 6); res.AuditEvents != want {
 		t.Errorf("retention deleted %d audit events, want %d", res.AuditEvents, want)
 	}
 	rows, err := conn.Query(ctx, `SELECT audit_id FROM kube_cdc.audit_events ORDER BY audit_id`)

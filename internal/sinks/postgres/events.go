@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/pgdb"
 	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
@@ -213,7 +214,7 @@ func (s *Sink) eventsKeyIndex(ctx context.Context, res change.Resource, fn func(
 	s.eventsUpkeep.streams.Store(true)
 	rows, err := s.pool.Query(ctx, s.events.keyIndex, s.cluster)
 	if err != nil {
-		return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
+		return fmt.Errorf("read the key index of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	defer rows.Close()
 	var (
@@ -223,7 +224,7 @@ func (s *Sink) eventsKeyIndex(ctx context.Context, res change.Resource, fn func(
 	for rows.Next() {
 		var epoch int32
 		if err := rows.Scan(&key.Namespace, &key.Name, &e.UID, &e.RV, &epoch, &e.Drifted); err != nil {
-			return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
+			return fmt.Errorf("read the key index of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 		}
 		e.Epoch = int(epoch)
 		if err := fn(key, e); err != nil {
@@ -231,7 +232,7 @@ func (s *Sink) eventsKeyIndex(ctx context.Context, res change.Resource, fn func(
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the key index of %s: %w", res.ID(), classify(err, s.password))
+		return fmt.Errorf("read the key index of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	return nil
 }
@@ -240,7 +241,7 @@ func (s *Sink) eventsKeyIndex(ctx context.Context, res change.Resource, fn func(
 func (s *Sink) eventsNewest(ctx context.Context, res change.Resource, n int) ([]change.Held, error) {
 	rows, err := s.pool.Query(ctx, s.events.newest, s.cluster, n)
 	if err != nil {
-		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (change.Held, error) {
 		var h change.Held
@@ -250,7 +251,7 @@ func (s *Sink) eventsNewest(ctx context.Context, res change.Resource, n int) ([]
 		return h, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), classify(err, s.password))
+		return nil, fmt.Errorf("read the newest rows of %s: %w", res.ID(), pgdb.Classify(err, s.password))
 	}
 	return out, nil
 }
@@ -287,7 +288,7 @@ func (s *Sink) RetainEvents(ctx context.Context, cutoff time.Time) (int64, error
 	for {
 		tag, err := s.pool.Exec(ctx, s.events.retain, s.cluster, cutoff, eventsChunk)
 		if err != nil {
-			return total, fmt.Errorf("delete events before %s: %w", cutoff.Format(time.RFC3339), classify(err, s.password))
+			return total, fmt.Errorf("delete events before %s: %w", cutoff.Format(time.RFC3339), pgdb.Classify(err, s.password))
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < eventsChunk {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/sinks/postgres/schema"
 )
 
 var (
@@ -170,7 +171,7 @@ func TestEventsAreVersionedLikeAnyResourceWhenTheTableIsOff(t *testing.T) {
 // streamed into their table; DELETE only with a retention.
 func TestCheckAsksForTheEventsTableOnlyWhenEventsAreStreamedIntoIt(t *testing.T) {
 	dsn := pg.NewDatabase(t)
-	if _, err := Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
+	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
 	}
 	role, password := "events_checker_"+randomSuffix(), "pw-"+randomSuffix()
