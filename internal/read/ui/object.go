@@ -87,7 +87,7 @@ func (s *Server) relations(ctx context.Context, cluster, group, resource, namesp
 	if uid == "" {
 		return owners, nil, nil
 	}
-	if refs, err = s.o.Store.Children(ctx, cluster, uid); err != nil {
+	if refs, err = s.o.Store.Children(ctx, cluster, namespace, uid); err != nil {
 		return nil, nil, err
 	}
 	for _, r := range refs {
