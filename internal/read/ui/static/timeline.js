@@ -2,7 +2,8 @@
 // (fetched, so the feed is served without waiting for them), stacked by resource
 // (creates and updates), with observed and inferred deletes on top in their own colours.
 // A resource's colour is a hash of its name into a fixed palette, so it keeps its colour
-// whatever the range or the filters; the ops have theirs. Times are shown in the page's
+// whatever the range or the filters; the ops have theirs. Health (the versions that went
+// bad, and recovered) is drawn as two lines over the stacked bars, not stacked. Times are shown in the page's
 // zone (#chart's data-tz: UTC unless the URL's tz names one), 24-hour, with the zone on
 // the axis; counts have whole-number ticks. Dragging across the chart navigates to the
 // same view over the selected range (from/to in the URL, so the zoomed view can be
