@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
 
@@ -559,6 +560,7 @@ func (d drawing) events(evs []store.Event) []laneEvent {
 			fill, class = laneColours["event-warning"], "event event-warning"
 		}
 		count := max(e.Count, e.SeriesCount, 1)
+		e.Reason, e.Message = history.Visible(e.Reason), history.Visible(e.Message) // as on the object page
 		out = append(out, laneEvent{X: x, Fill: fill, Class: class, Reason: e.Reason, Type: e.Type, AtMS: e.LastAt.UnixMilli(),
 			Count:  count,
 			Points: fmt.Sprintf("%.1f,%.1f %.1f,%.1f %.1f,%.1f", x, laneRowH-2, x-4.5, laneRowH-10, x+4.5, laneRowH-10),

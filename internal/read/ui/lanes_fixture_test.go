@@ -29,7 +29,7 @@ import (
 //	t0+12s    ReplicaSet web-old scaled to 0
 //	t0+30s    Pod web-new-b: CrashLoopBackOff (a Warning BackOff event, count 5, at t0+31s)
 //	t0+60s    Pod web-new-b: running and ready again
-//	t0+10.3s  a Normal Pulled event of web-new-a
+//	t0+10.3s  a Normal Pulled event of web-new-a (markup and script in its message)
 type lanesWorld struct {
 	cluster, ns string
 	t0          time.Time
@@ -150,7 +150,7 @@ func writeLanes(ctx context.Context) (lanesWorld, error) {
 		count, ms                             int
 	}{
 		{"ev-backoff", "uid-new-b", "web-new-b", "Warning", "BackOff", "Back-off restarting failed container app", 5, 31000},
-		{"ev-pulled", "uid-new-a", "web-new-a", "Normal", "Pulled", "Container image already present on machine", 1, 10300},
+		{"ev-pulled", "uid-new-a", "web-new-a", "Normal", "Pulled", "Container image already present on machine " + xssPayload, 1, 10300},
 	}
 	for i, e := range events {
 		if _, err := tx.Exec(ctx, `INSERT INTO kube_cdc.events (cluster, uid, api_group, namespace, name, resource_version, type, reason, message, count,

@@ -174,6 +174,10 @@ func TestInABrowserAPodsLaneTurnsUnhealthyAfterACrashAndItsEventsShowOnTheLaneAn
 	if e := evs["pods/shop/web-new-a"]; len(e) != 1 || e[0].Reason != "Pulled" || e[0].Cls != "event event-normal" {
 		t.Errorf("web-new-a's lane shows the events %+v, want the Normal Pulled", e)
 	}
+	pulled := run(t, ctx, "the Pulled event's text", chromedp.Evaluate[string](`document.querySelector('#lanes g.lane[data-key="pods/shop/web-new-a"] polygon.event title').textContent`))
+	if ran := run(t, ctx, "check for scripts", chromedp.Evaluate[bool](`window.__xss !== undefined`)); ran || !strings.Contains(pulled, xssPayload) {
+		t.Errorf("an event's message ran as script (%v) or is not shown as text: %q", ran, pulled)
+	}
 
 	// The crash's mark opens its version, and the page lists the pod's events.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#lanes g.lane[data-key="pods/shop/web-new-b"] a.mark.health-bad rect`)),

@@ -141,6 +141,11 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, http.StatusInternalServerError, err)
 			return
 		}
+		// An event's text is anyone's who may create events: shown as history shows a
+		// field manager, a character that reorders text cannot pass for another.
+		for i, e := range op.Events {
+			op.Events[i].Reason, op.Events[i].Message, op.Events[i].Component = history.Visible(e.Reason), history.Visible(e.Message), history.Visible(e.Component)
+		}
 	}
 	for i := range op.Versions {
 		op.Versions[i].Zone = p.Zone

@@ -60,23 +60,32 @@ before AS (
      WHERE p.bodies AND b.object IS NOT NULL
 ),
 newest AS (
-    SELECT DISTINCT ON (v.api_group, v.resource, v.namespace, v.name) v.ctrl ->> 'uid' AS uid
-      FROM versions v
-     WHERE v.ctrl IS NOT NULL
-     ORDER BY v.api_group, v.resource, v.namespace, v.name, v.observed_at DESC, v.id DESC
+    SELECT DISTINCT n.uid FROM (
+        SELECT DISTINCT ON (v.api_group, v.resource, v.namespace, v.name) v.ctrl ->> 'uid' AS uid
+          FROM versions v
+         WHERE @workload AND v.ctrl IS NOT NULL
+         ORDER BY v.api_group, v.resource, v.namespace, v.name, v.observed_at DESC, v.id DESC) n
 ),
 up AS (
-    SELECT 1 AS depth, o.api_group, o.resource, o.kind, o.namespace, o.name, o.uid,
-           jsonb_path_query_first(o.object, '$.metadata.ownerReferences[*] ? (@.controller == true)') AS ctrl
-      FROM objects o
-     WHERE @workload AND o.cluster = @cluster AND o.deleted_at IS NULL
-       AND o.uid IN (SELECT n.uid FROM newest n)
+    -- Each step a lookup by uid (LATERAL: a join here may scan the cluster's objects).
+    SELECT 1 AS depth, o.api_group, o.resource, o.kind, o.namespace, o.name, o.uid, o.ctrl
+      FROM newest n
+     CROSS JOIN LATERAL (
+           SELECT x.api_group, x.resource, x.kind, x.namespace, x.name, x.uid,
+                  jsonb_path_query_first(x.object, '$.metadata.ownerReferences[*] ? (@.controller == true)') AS ctrl
+             FROM objects x
+            WHERE @workload AND x.cluster = @cluster AND x.uid = n.uid AND x.deleted_at IS NULL
+            LIMIT 1) o
   UNION
-    SELECT u.depth + 1, o.api_group, o.resource, o.kind, o.namespace, o.name, o.uid,
-           jsonb_path_query_first(o.object, '$.metadata.ownerReferences[*] ? (@.controller == true)')
+    SELECT u.depth + 1, o.api_group, o.resource, o.kind, o.namespace, o.name, o.uid, o.ctrl
       FROM up u
-      JOIN objects o ON o.cluster = @cluster AND o.uid = u.ctrl ->> 'uid' AND o.deleted_at IS NULL
-     WHERE u.depth < 8
+     CROSS JOIN LATERAL (
+           SELECT x.api_group, x.resource, x.kind, x.namespace, x.name, x.uid,
+                  jsonb_path_query_first(x.object, '$.metadata.ownerReferences[*] ? (@.controller == true)') AS ctrl
+             FROM objects x
+            WHERE x.cluster = @cluster AND x.uid = u.ctrl ->> 'uid' AND x.deleted_at IS NULL
+            LIMIT 1) o
+     WHERE u.depth < 8 AND u.ctrl IS NOT NULL
 )
 SELECT 'version' AS mark, v.total, v.api_group, v.resource, v.namespace, v.name, v.id, v.observed_at, v.op, v.inferred,
        v.snapshot, v.uid, v.resource_version, v.changed_by, v.kind, v.body,
