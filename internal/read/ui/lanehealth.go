@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
@@ -76,15 +77,26 @@ func (t *tracker) step(v verdict) transition {
 const healthSeriesLimit = 20000
 
 // healthCounts counts, per bucket of step from origin, the versions the filter selects
-// that made an object go bad and recover. more: the range had more versions of the
-// resources with a health rule than healthSeriesLimit, and the counts stop there.
-func (s *Server) healthCounts(ctx context.Context, f store.Filter, origin time.Time, step time.Duration, buckets int) (bad, rec []int64, more bool, err error) {
+// that made an object go bad and recover. It reads the versions of the resources with a
+// health rule that the chart's counts show in the range, none when there are none (a
+// range of ConfigMaps costs nothing more). more: there were more of them than
+// healthSeriesLimit, and the counts stop there.
+func (s *Server) healthCounts(ctx context.Context, f store.Filter, counts []store.Count, origin time.Time, step time.Duration, buckets int) (bad, rec []int64, more bool, err error) {
+	bad, rec = make([]int64, buckets), make([]int64, buckets)
+	var present []change.Resource
+	for _, r := range bodyResources() {
+		if slices.ContainsFunc(counts, func(c store.Count) bool { return c.Group == r.Group && c.Resource == r.Resource }) {
+			present = append(present, r)
+		}
+	}
+	if len(present) == 0 {
+		return bad, rec, false, nil
+	}
 	f.Op, f.Flag, f.Before = "", "", 0 // an object's health follows all its versions
-	vs, more, err := s.o.Store.HealthVersions(ctx, f, bodyResources(), healthSeriesLimit)
+	vs, more, err := s.o.Store.HealthVersions(ctx, f, present, healthSeriesLimit)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	bad, rec = make([]int64, buckets), make([]int64, buckets)
 	objects := map[[4]string]*tracker{}
 	for _, v := range vs {
 		k := [4]string{v.Group, v.Resource, v.Namespace, v.Name}

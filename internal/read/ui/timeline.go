@@ -254,7 +254,7 @@ func (s *Server) chart(ctx context.Context, cluster string, f filter, actors boo
 		c.Series[i].Data = make([]int64, buckets)
 	}
 	// Health as its own series: the versions that made an object go bad, and recover.
-	bad, rec, partial, err := s.healthCounts(ctx, f.selects(cluster, actors), origin, step, buckets)
+	bad, rec, partial, err := s.healthCounts(ctx, f.selects(cluster, actors), counts, origin, step, buckets)
 	if err != nil {
 		return chart{}, err
 	}
