@@ -22,12 +22,13 @@ type Features struct {
 	AsOf   bool // as_of(timestamptz, text, text, text), migration 013
 	Owners bool // the view owners, migration 013
 	Actors bool // the view change_actors, migration 014
+	Events bool // the table events, migration 019
 }
 
 // Features probes the schema for them.
 func (s *Store) Features(ctx context.Context) (Features, error) {
 	var f Features
-	err := s.pool.QueryRow(ctx, query("features"), pgx.NamedArgs{"schema": s.schema}).Scan(&f.AsOf, &f.Owners, &f.Actors)
+	err := s.pool.QueryRow(ctx, query("features"), pgx.NamedArgs{"schema": s.schema}).Scan(&f.AsOf, &f.Owners, &f.Actors, &f.Events)
 	if err != nil {
 		return f, s.fail("probe the schema "+s.schema, err)
 	}
