@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,9 @@ func historyRows() int {
 // read can be measured again and again without the 10-minute fill (a developer's loop;
 // the figures of record come from a fresh database).
 const historyDSNEnv = "KUBE_CDC_BENCH_HISTORY_DSN"
+
+// historyOnlyEnv, a regular expression, keeps the queries whose names it matches.
+const historyOnlyEnv = "KUBE_CDC_BENCH_HISTORY_ONLY"
 
 // historyQuery is one named query of the history benchmark: add a row for each new
 // query over changes (as_of, the web UI's feeds) and it is measured beside the others.
@@ -165,7 +169,14 @@ func historyAtScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(7, 7))
+	only, err := regexp.Compile(os.Getenv(historyOnlyEnv))
+	if err != nil {
+		b.Fatalf("%s: %v", historyOnlyEnv, err)
+	}
 	for _, q := range historyQueries {
+		if !only.MatchString(q.name) {
+			continue
+		}
 		var took []time.Duration
 		for range q.runs {
 			start := time.Now()

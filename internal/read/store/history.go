@@ -37,6 +37,8 @@ type Revision struct {
 	// Actor is who made the change, from the apiserver's audit events (change_actor); nil
 	// when unknown.
 	Actor *change.Actor
+
+	previousIsPrior bool // the read sent no Previous: it is the row before's Object
 }
 
 // HistoryQuery names one object and how far back to read.
@@ -65,8 +67,17 @@ func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Revision, error)
 	versions, err := collect(ctx, s, "read the history", "versions", pgx.NamedArgs{
 		"resource": resourceName(q.Group, q.Resource), "namespace": q.Namespace, "name": q.Name,
 		"cluster": q.Cluster, "since": since}, scanRevision)
-	if err != nil || len(versions) > 0 {
-		return versions, err
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) > 0 {
+		// The read leaves out a previous the row before holds (sql/versions.sql).
+		for i := range versions {
+			if versions[i].previousIsPrior {
+				versions[i].Previous = versions[i-1].Object
+			}
+		}
+		return versions, nil
 	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, query("history_exists"), args).Scan(&exists); err != nil {
@@ -85,9 +96,13 @@ func scanRevision(row pgx.CollectableRow) (Revision, error) {
 		user, impersonator, agent, verb, sub, id, match *string
 		distance                                        *float64
 	)
+	// The documents are scanned as bytes: into a json.RawMessage pgx would run them
+	// through json.Unmarshal, whose validation of what PostgreSQL already validated was a
+	// third of the object page's time at 10M rows.
+	var object, previous []byte
 	err := row.Scan(&v.ID, &v.ObservedAt, &op, &v.RV, &v.UID, &v.ChangedBy, &v.Inferred, &v.Reason, &v.Snapshot, &v.Epoch,
-		&v.Object, &v.Previous, &user, &impersonator, &agent, &verb, &sub, &id, &match, &distance)
-	v.Op = change.Op(op)
+		&object, &previous, &v.previousIsPrior, &user, &impersonator, &agent, &verb, &sub, &id, &match, &distance)
+	v.Op, v.Object, v.Previous = change.Op(op), object, previous
 	if user != nil {
 		v.Actor = &change.Actor{Username: *user, Impersonator: deref(impersonator), UserAgent: deref(agent), Verb: deref(verb),
 			Subresource: deref(sub), AuditID: deref(id), Match: deref(match)}

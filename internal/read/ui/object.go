@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +37,11 @@ type objectPage struct {
 	Versions                  []version
 	// Recent are the newest versionsShown versions, Older the rest (collapsed under "show
 	// all": an object that changes every minute has thousands).
-	Recent, Older    []version
+	Recent, Older []version
+	// Total is how many versions the object has; when the page diffs only the newest
+	// versionsDiffed of them, AllURL is the same page with every one.
+	Total, Undiffed  int // Undiffed: the oldest versions not diffed
+	AllURL           string
 	Owners, Children []link
 	TimelineURL      string // the timeline of this object over the range the feed showed
 	// Events are the Kubernetes Events about the object (any of its uids), newest first,
@@ -50,31 +55,43 @@ const objectEvents = 200
 // versionsShown is how many versions the object page shows before "show all".
 const versionsShown = 5
 
+// versionsDiffed is how many of the newest versions the object page diffs unless asked for
+// every one (all=1, or v= naming an older version): turning a version into the YAML its
+// diff compares is most of the page's time (at 10M rows an object has ~83 versions).
+const versionsDiffed = 20
+
 // versions reads the object's versions as `kube-cdc history` does (store.History, one
-// read of object_versions()), so the page shows the same diffs, newest first.
-func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string) ([]version, error) {
+// read of object_versions()), so the page shows the same diffs, newest first: the newest
+// versionsDiffed of them unless all, or the version whose id is from is older. It returns
+// how many versions there are in all too.
+func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string, all bool, from int64) ([]version, int, error) {
 	raw, err := s.o.Store.History(ctx, store.HistoryQuery{Cluster: cluster, Group: group, Resource: resource, Namespace: namespace, Name: name})
 	if err != nil && !errors.Is(err, store.ErrNoHistory) {
-		return nil, err
+		return nil, 0, err
 	}
-	entries, err := history.Show(raw)
+	skip := 0 // the oldest versions left out
+	if n := len(raw); !all && n > versionsDiffed && (from == 0 || from >= raw[n-versionsDiffed].ID) {
+		skip = n - versionsDiffed
+	}
+	entries, err := history.Show(raw[skip:]) // the first one shown is still diffed against its Previous
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]version, len(entries))
 	for i, e := range entries {
-		x := version{Entry: e, Epoch: raw[i].Epoch, Lines: e.Lines()}
-		if a := raw[i].Actor; a != nil {
+		r := raw[skip+i]
+		x := version{Entry: e, Epoch: r.Epoch, Lines: e.Lines()}
+		if a := r.Actor; a != nil {
 			x.User, x.Impersonator, x.Match = a.Username, a.Impersonator, a.Match
 		}
-		x.EpochMark = i > 0 && raw[i-1].Epoch < x.Epoch
+		x.EpochMark = skip+i > 0 && raw[skip+i-1].Epoch < x.Epoch
 		// As history's header shows them: a user or manager holding a character that
 		// reorders text cannot pass for another. The diff is already shown so (Diff).
 		x.ChangedBy, x.User, x.Impersonator = history.Visible(e.ChangedBy), history.Visible(x.User), history.Visible(x.Impersonator)
 		out[i] = x
 	}
 	slices.Reverse(out) // newest first, as the feed
-	return out, nil
+	return out, len(raw), nil
 }
 
 // relations reads the object's owners and children from the view owners (migration 013).
@@ -116,7 +133,8 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	op.Title = op.Resource + " " + change.Key{Namespace: op.Namespace, Name: op.Name}.String()
 	group, resource := parseResource(op.Resource)
-	if op.Versions, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name); err != nil {
+	from, _ := strconv.ParseInt(q.Get("v"), 10, 64) // a link to one version (as-of's) shows it diffed
+	if op.Versions, op.Total, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name, q.Get("all") == "1", from); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
@@ -151,6 +169,12 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		op.Versions[i].Zone = p.Zone
 	}
 	op.Recent, op.Older = op.Versions[:min(len(op.Versions), versionsShown)], op.Versions[min(len(op.Versions), versionsShown):]
+	if op.Total > len(op.Versions) {
+		all := r.URL.Query()
+		all.Del("v")
+		all.Set("all", "1")
+		op.AllURL, op.Undiffed = "/object?"+all.Encode(), op.Total-len(op.Versions)
+	}
 	// Back to the timeline over the range the feed linked from (its range, from/to and tz
 	// ride on the link); 30 days when the URL names none.
 	tl := filter{Namespace: op.Namespace, Resource: op.Resource, Name: op.Name, Range: "30d", TZ: p.TZ}
