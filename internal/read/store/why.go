@@ -16,6 +16,7 @@ const DefaultLookback = 30 * time.Minute
 
 // WhyQuery names an object that broke and the window before it.
 type WhyQuery struct {
+	Cluster         string        // "": the store's (AllClusters aside)
 	Group, Resource string        // "" group for the core group
 	Namespace, Name string        // "" namespace for a cluster-scoped object
 	At              time.Time     // when it broke; zero: now
@@ -68,6 +69,9 @@ func (s *Store) Why(ctx context.Context, q WhyQuery) ([]WhyRow, error) {
 	var cluster *string
 	if !q.AllClusters {
 		cluster = &s.cluster
+		if q.Cluster != "" {
+			cluster = &q.Cluster
+		}
 	}
 	args := pgx.NamedArgs{"resource": resourceName(q.Group, q.Resource),
 		"namespace": q.Namespace, "name": q.Name, "at": at, "lookback": lookback, "cluster": cluster}

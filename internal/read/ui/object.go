@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/health"
 	"github.com/kube-cdc/kube-cdc/internal/moment"
 	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
@@ -19,11 +20,11 @@ import (
 // version is one changes row of the object page, newest first, with its diff.
 type version struct {
 	history.Entry
-	Epoch                     int
-	EpochMark                 bool // the first version seen in its epoch after one in an earlier epoch
-	User, Impersonator, Match string
-	Lines                     []history.DiffLine
-	Zone                      *time.Location // the page's, for the version's time
+	Epoch     int
+	EpochMark bool // the first version seen in its epoch after one in an earlier epoch
+	actor
+	Lines []history.DiffLine
+	Zone  *time.Location // the page's, for the version's time
 }
 
 type link struct {
@@ -39,36 +40,72 @@ type objectPage struct {
 	Recent, Older    []version
 	Owners, Children []link
 	TimelineURL      string // the timeline of this object over the range the feed showed
+	// Health is the object's on its newest version (internal/health; nil for a resource
+	// without a health rule), and WhyURL its "before it broke" page: at the moment it
+	// turned failed or degraded when it is so now, else at now.
+	Health *health.Health
+	WhyURL string
 }
 
 // versionsShown is how many versions the object page shows before "show all".
 const versionsShown = 5
 
 // versions reads the object's versions as `kube-cdc history` does (store.History, one
-// read of object_versions()), so the page shows the same diffs, newest first.
-func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string) ([]version, error) {
+// read of object_versions()), so the page shows the same diffs, newest first; and the
+// object's health on its newest version, with when it turned bad (brokeAt) if it is.
+func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string) (_ []version, _ *health.Health, brokeAt time.Time, _ error) {
 	raw, err := s.o.Store.History(ctx, store.HistoryQuery{Cluster: cluster, Group: group, Resource: resource, Namespace: namespace, Name: name})
 	if err != nil && !errors.Is(err, store.ErrNoHistory) {
-		return nil, err
+		return nil, nil, time.Time{}, err
 	}
 	entries, err := history.Show(raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, time.Time{}, err
 	}
 	out := make([]version, len(entries))
 	for i, e := range entries {
-		x := version{Entry: e, Epoch: raw[i].Epoch, Lines: e.Lines()}
-		if a := raw[i].Actor; a != nil {
-			x.User, x.Impersonator, x.Match = a.Username, a.Impersonator, a.Match
-		}
+		// As history's header shows them (actorOf): a user, client or manager holding a
+		// character that reorders text cannot pass for another. The diff is already shown
+		// so (Diff).
+		x := version{Entry: e, Epoch: raw[i].Epoch, Lines: e.Lines(), actor: actorOf(raw[i].Actor)}
 		x.EpochMark = i > 0 && raw[i-1].Epoch < x.Epoch
-		// As history's header shows them: a user or manager holding a character that
-		// reorders text cannot pass for another. The diff is already shown so (Diff).
-		x.ChangedBy, x.User, x.Impersonator = history.Visible(e.ChangedBy), history.Visible(x.User), history.Visible(x.Impersonator)
+		x.ChangedBy = history.Visible(e.ChangedBy)
 		out[i] = x
 	}
+	h, brokeAt := healthOf(group, resource, raw)
 	slices.Reverse(out) // newest first, as the feed
-	return out, nil
+	return out, h, brokeAt, nil
+}
+
+// healthOf is the health of the newest of versions that holds an object (nil when none
+// does, or the resource has no health rule), and, when it is failed or degraded, when
+// the run of bad versions it ends began: the moment the object broke.
+func healthOf(group, resource string, versions []store.Revision) (*health.Health, time.Time) {
+	if !health.Known(group, resource) {
+		return nil, time.Time{}
+	}
+	var (
+		newest  *health.Health
+		brokeAt time.Time
+	)
+	for i := len(versions) - 1; i >= 0; i-- {
+		v := versions[i]
+		if v.Object == nil {
+			continue
+		}
+		h, err := health.Of(group, resource, v.Object)
+		if err != nil {
+			break
+		}
+		if newest == nil {
+			newest = &h
+		}
+		if h.State != health.Failed && h.State != health.Degraded {
+			break
+		}
+		brokeAt = v.ObservedAt
+	}
+	return newest, brokeAt
 }
 
 // relations reads the object's owners and children from the view owners (migration 013).
@@ -110,10 +147,12 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	op.Title = op.Resource + " " + change.Key{Namespace: op.Namespace, Name: op.Name}.String()
 	group, resource := parseResource(op.Resource)
-	if op.Versions, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name); err != nil {
+	var brokeAt time.Time
+	if op.Versions, op.Health, brokeAt, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	op.WhyURL = whyURL(p.Cluster, group, resource, op.Namespace, op.Name, p.TZ, brokeAt)
 	if p.Features.Owners {
 		uid := ""
 		if len(op.Versions) > 0 {
