@@ -107,8 +107,8 @@ func TestInABrowserBeforeItBrokeNamesTheConfigMapEditItsUserAndClientWithADiff(t
 	// Each change as drawn: relation, object, op, user, client, field manager.
 	type drawn struct {
 		Relation, Object, Op, User, Agent, AgentTitle, By string
-		Added, Removed                                  []string
-		Open                                            bool
+		Added, Removed                                    []string
+		Open                                              bool
 	}
 	changes := run(t, tb, "the changes", chromedp.Evaluate[[]drawn](`Array.from(document.querySelectorAll('article.why')).map(a => {
 		const text = s => { const e = a.querySelector(s); return e ? e.textContent.trim() : '' };
