@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-cdc/kube-cdc/internal/read/store"
 	"github.com/kube-cdc/kube-cdc/internal/testenv"
 )
 
@@ -167,5 +169,26 @@ func TestInABrowserBeforeItBrokeNamesTheConfigMapEditItsUserAndClientWithADiff(t
 	}
 	if got := run(t, tb, "the versions' users", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('article.version .user')).map(u => u.textContent.trim().replace(/\s+/g, ' '))`)); len(got) != 1 || got[0] != "user "+whyUser+" kubectl/v1.36.5" {
 		t.Errorf("checkout-config's page shows the users %q, want one: user %s kubectl/v1.36.5", got, whyUser)
+	}
+}
+
+// The feed's rows carry the audit event's user agent beside the user (store.Feed, read
+// by the timeline), and nothing where no actor is known.
+func TestTheFeedReadsTheAuditUserAgentBesideTheUser(t *testing.T) {
+	w := theWorld(t)
+	withActors(t)
+	rows, _, err := st.Feed(testCtx(t), store.Filter{Cluster: cluster, From: time.Now().Add(-24 * time.Hour), Namespace: w.ns, Actors: true}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		if r.Name == w.appID || r.Name == "parent" {
+			got = append(got, r.Name+" "+r.Op+" "+r.User+" "+r.UserAgent)
+		}
+	}
+	want := []string{"parent create  ", "app-config update alice@example.com kubectl/v1.36.5", "app-config create alice@example.com kubectl/v1.36.5"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the feed of %s reads\n  %q\nwant\n  %q", w.ns, got, want)
 	}
 }
