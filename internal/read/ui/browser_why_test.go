@@ -154,6 +154,9 @@ func TestInABrowserBeforeItBrokeNamesTheConfigMapEditItsUserAndClientWithADiff(t
 	if h := run(t, tb, "the health", chromedp.Text(chromedp.CSS("#why-health"))); !strings.HasPrefix(h, "failed: CrashLoopBackOff") {
 		t.Errorf("the why page says the pod was %q then, want failed: CrashLoopBackOff…", h)
 	}
+	if size := run(t, tb, "the page's width", chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); size[0] > size[1] {
+		t.Errorf("the why page is %d px wide in a %d px window", size[0], size[1])
+	}
 	if os.Getenv(screenshotsToDocs) != "" {
 		b := run(t, tb, "screenshot", chromedp.CaptureScreenshot())
 		dst := filepath.Join(testenv.RepoRoot(), "docs", "img", "why.png")
@@ -190,5 +193,30 @@ func TestTheFeedReadsTheAuditUserAgentBesideTheUser(t *testing.T) {
 	want := []string{"parent create  ", "app-config update alice@example.com kubectl/v1.36.5", "app-config create alice@example.com kubectl/v1.36.5"}
 	if !slices.Equal(got, want) {
 		t.Errorf("the feed of %s reads\n  %q\nwant\n  %q", w.ns, got, want)
+	}
+}
+
+// Without an object the why page is its form (the header's link); a missing name, a
+// moment or a window it cannot read is a 400 that says which parameter and what it wants.
+func TestTheWhyPageAsksForAnObjectAndRefusesAMomentOrWindowItCannotRead(t *testing.T) {
+	srv := newServer(t, nil)
+	if code, body := get(t, srv, "/why"); code != 200 || !strings.Contains(body, `id="why-form"`) || strings.Contains(body, `id="why-range"`) {
+		t.Errorf("/why: %d, want 200 with the form alone\n%s", code, body)
+	}
+	if _, body := get(t, srv, "/"); !strings.Contains(body, `<a href="/why?cluster=`+cluster+`"`) {
+		t.Error("the header does not link the why page")
+	}
+	for path, want := range map[string]string{
+		"/why?resource=pods":                                 "resource and name are required",
+		"/why?resource=pods&ns=a&name=b&at=yesterday":        "at &#34;yesterday&#34;: want an RFC 3339 time",
+		"/why?resource=pods&ns=a&name=b&window=-5m":          "window &#34;-5m&#34;: want a positive duration",
+		"/why?resource=pods&ns=a&name=b&window=half+an+hour": "window &#34;half an hour&#34;: want a positive duration",
+	} {
+		if code, body := get(t, srv, path); code != 400 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d, want 400 saying %q\n%s", path, code, want, body)
+		}
+	}
+	if code, body := get(t, srv, "/why?resource=pods&ns=nowhere&name=nothing&window=2h"); code != 200 || !strings.Contains(body, `id="why-none"`) || !strings.Contains(body, `value="2h"`) {
+		t.Errorf("why of an object the sink does not hold: %d, want 200 saying nothing changed, the window kept\n%s", code, body)
 	}
 }
