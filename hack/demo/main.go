@@ -11,8 +11,9 @@
 // as the pods view and the pods' changes show. Then an incident: a person edits the
 // ConfigMap of the pod checkout and the pod crash-loops (its status written as a kubelet
 // would, with the kubelet's repeated BackOff event), and the demo prints what
-// kube_cdc.why() says changed before it broke, the events table, and the history of a
-// ConfigMap and of the Deployment. Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
+// kube_cdc.why() says changed before it broke, the events table, `kube-cdc why`, the
+// history of a ConfigMap and of the Deployment, and the web UI's page of what changed
+// before the pod broke (/why). Then kube-cdc keeps streaming until Ctrl-C, which stops kube-cdc,
 // PostgreSQL, the apiserver and etcd, in that order, and exits 0.
 package main
 
@@ -22,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -202,6 +204,7 @@ audit:
 		return err
 	}
 	for _, args := range [][]string{
+		{"why", "pods", w.checkoutPod, "-n", "shop"},
 		{"history", "configmaps", "checkout-config", "-n", "shop"},
 		{"history", "deployments.apps", "web", "-n", "shop"},
 		{"status"},
@@ -213,6 +216,14 @@ audit:
 			return fmt.Errorf("kube-cdc %s: %w", strings.Join(args, " "), err)
 		}
 	}
+	whyPage, err := whyURL(ctx, dsn, uiAddr, w.checkoutPod)
+	if err != nil {
+		return err
+	}
+	fmt.Printf(`
+What changed before the pod %s broke, with who made each change and its diff, in the web UI:
+  %s
+`, w.checkoutPod, whyPage)
 	fmt.Printf(`
 kube-cdc keeps streaming. Browse the timeline at http://%s/ and try:
   KUBECONFIG=%s kubectl -n shop create configmap hello --from-literal=a=b
@@ -526,6 +537,25 @@ func (w *workload) incident(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// whyURL is the web UI's page of what changed before pod broke, at the moment it was
+// first seen crash-looping (the UI's /why; without at it would read the 30 minutes
+// before whenever it is opened).
+func whyURL(ctx context.Context, dsn, uiAddr, pod string) (string, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var brokeAt time.Time
+	if err := conn.QueryRow(ctx, `SELECT min(observed_at) FROM kube_cdc.changes
+		WHERE resource = 'pods' AND namespace = 'shop' AND name = $1
+		  AND object @> '{"status":{"containerStatuses":[{"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}}'`, pod).Scan(&brokeAt); err != nil {
+		return "", fmt.Errorf("when the pod %s broke: %w", pod, err)
+	}
+	q := url.Values{"cluster": {"demo"}, "resource": {"pods"}, "ns": {"shop"}, "name": {pod}, "at": {brokeAt.UTC().Format(time.RFC3339Nano)}}
+	return "http://" + uiAddr + "/why?" + q.Encode(), nil
 }
 
 // waitForPods waits until the sink's pods view shows n Running pods of image in shop.

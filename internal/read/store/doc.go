@@ -2,7 +2,9 @@
 // the object each changed and who made it (History), the objects as of a moment (AsOf,
 // AsOfTable), the web UI's feed, chart counts and an object's relations (Feed, Counts,
 // Owners, Children), its lanes, an object's Kubernetes Events and the versions the
-// chart's health series reads (Lanes, Events, HealthVersions), and what `kube-cdc status` shows of the sink (Status,
+// chart's health series reads (Lanes, Events, HealthVersions), what changed before an
+// object broke (Why, with each change's objects for a diff when asked), and what
+// `kube-cdc status` shows of the sink (Status,
 // QuarantinedChanges, Writers). The CLI's history, as-of and status, the web UI and the
 // benchmarks read through it; none of them imports the sink.
 //

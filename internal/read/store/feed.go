@@ -154,6 +154,7 @@ type FeedRow struct {
 	Inferred, Snapshot               bool
 	Epoch                            int
 	User, Impersonator, Match        string // "" when unknown
+	UserAgent                        string // the audit event's user agent; "" when unknown
 }
 
 // Feed returns the newest limit changes the filter selects, newest first, and whether
@@ -161,12 +162,12 @@ type FeedRow struct {
 func (s *Store) Feed(ctx context.Context, f Filter, limit int) ([]FeedRow, bool, error) {
 	args := pgx.NamedArgs{}
 	where := f.where(true, args)
-	actorCols, actorJoin := "'', '', ''", ""
+	actorCols, actorJoin := "'', '', '', ''", ""
 	if f.Actors {
-		actorCols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, '')"
+		actorCols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, ''), coalesce(a.user_agent, '')"
 		// The page first, then its rows' actors, one lookup each: joined plainly, the
 		// planner may compute the view for every change of the range.
-		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match FROM change_actors x WHERE x.change_id = c.id AND x.change_observed_at = c.observed_at LIMIT 1) a ON true"
+		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match, x.user_agent FROM change_actors x WHERE x.change_id = c.id AND x.change_observed_at = c.observed_at LIMIT 1) a ON true"
 	}
 	sql := `SELECT c.id, c.observed_at, c.api_group, c.resource, c.namespace, c.name, c.uid, c.resource_version,
 		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, ` + actorCols + `
@@ -182,7 +183,7 @@ func (s *Store) Feed(ctx context.Context, f Filter, limit int) ([]FeedRow, bool,
 	out, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (FeedRow, error) {
 		var r FeedRow
 		err := cr.Scan(&r.ID, &r.ObservedAt, &r.Group, &r.Resource, &r.Namespace, &r.Name, &r.UID, &r.RV,
-			&r.Op, &r.Reason, &r.ChangedBy, &r.Inferred, &r.Snapshot, &r.Epoch, &r.User, &r.Impersonator, &r.Match)
+			&r.Op, &r.Reason, &r.ChangedBy, &r.Inferred, &r.Snapshot, &r.Epoch, &r.User, &r.Impersonator, &r.Match, &r.UserAgent)
 		return r, err
 	})
 	if err != nil {

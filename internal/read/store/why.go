@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,11 +16,16 @@ const DefaultLookback = 30 * time.Minute
 
 // WhyQuery names an object that broke and the window before it.
 type WhyQuery struct {
+	Cluster         string        // "": the store's (AllClusters aside)
 	Group, Resource string        // "" group for the core group
 	Namespace, Name string        // "" namespace for a cluster-scoped object
 	At              time.Time     // when it broke; zero: now
 	Lookback        time.Duration // how far back from At; 0: DefaultLookback
 	AllClusters     bool          // every cluster with a checkpoint, not only the store's
+	// Objects reads each change's object and the object it changed too (WhyRow.Object,
+	// WhyRow.Previous: what a diff needs, the web UI's /why page); without, they are nil
+	// (`kube-cdc why`, which prints the changed paths).
+	Objects bool
 }
 
 // WhyRow is one change in the window, and how it relates to the object.
@@ -40,10 +46,17 @@ type WhyRow struct {
 	Changed    []string // the changed paths of a watch update, where stored
 	ChangedBy  string   // the field manager
 	Actor      *change.Actor
+	// Object is the version's JSON and Previous the object it changed, as
+	// Revision.Object and Revision.Previous are (object_versions()); both nil without
+	// WhyQuery.Objects. Object is nil for an inferred delete, Previous when there is
+	// none to compare with.
+	Object, Previous json.RawMessage
 }
 
 // Why lists the changes in the window before q.At to the object and to what it depends
-// on (why(), migration 019), oldest first. An object the store does not hold gives none.
+// on (why(), migration 019), oldest first; with q.Objects, each with its object and the
+// one it changed (sql/why_versions.sql: why() and object_versions(), one statement). An
+// object the store does not hold gives none.
 func (s *Store) Why(ctx context.Context, q WhyQuery) ([]WhyRow, error) {
 	at := q.At
 	if at.IsZero() {
@@ -56,22 +69,37 @@ func (s *Store) Why(ctx context.Context, q WhyQuery) ([]WhyRow, error) {
 	var cluster *string
 	if !q.AllClusters {
 		cluster = &s.cluster
+		if q.Cluster != "" {
+			cluster = &q.Cluster
+		}
 	}
-	return collect(ctx, s, "read why", "why", pgx.NamedArgs{"resource": resourceName(q.Group, q.Resource),
-		"namespace": q.Namespace, "name": q.Name, "at": at, "lookback": lookback, "cluster": cluster}, scanWhy)
+	args := pgx.NamedArgs{"resource": resourceName(q.Group, q.Resource),
+		"namespace": q.Namespace, "name": q.Name, "at": at, "lookback": lookback, "cluster": cluster}
+	if q.Objects {
+		return collect(ctx, s, "read why", "why_versions", args, func(row pgx.CollectableRow) (WhyRow, error) {
+			var r WhyRow
+			err := scanWhyInto(row, &r, &r.Object, &r.Previous)
+			return r, err
+		})
+	}
+	return collect(ctx, s, "read why", "why", args, func(row pgx.CollectableRow) (WhyRow, error) {
+		var r WhyRow
+		err := scanWhyInto(row, &r)
+		return r, err
+	})
 }
 
-func scanWhy(row pgx.CollectableRow) (WhyRow, error) {
+// scanWhyInto scans why()'s columns into r, and the columns after them into more.
+func scanWhyInto(row pgx.CollectableRow, r *WhyRow, more ...any) error {
 	var (
-		r                                  WhyRow
 		op                                 string
 		user, impersonator, agent, matched *string
 	)
-	err := row.Scan(&r.Relation, &r.Depth, &r.Cluster, &r.Resource.Group, &r.Resource.Resource, &r.Key.Namespace, &r.Key.Name,
-		&r.ChangeID, &r.ObservedAt, &op, &r.RV, &r.UID, &r.Changed, &r.ChangedBy, &user, &impersonator, &agent, &matched)
+	err := row.Scan(append([]any{&r.Relation, &r.Depth, &r.Cluster, &r.Resource.Group, &r.Resource.Resource, &r.Key.Namespace, &r.Key.Name,
+		&r.ChangeID, &r.ObservedAt, &op, &r.RV, &r.UID, &r.Changed, &r.ChangedBy, &user, &impersonator, &agent, &matched}, more...)...)
 	r.Op = change.Op(op)
 	if user != nil {
 		r.Actor = &change.Actor{Username: *user, Impersonator: deref(impersonator), UserAgent: deref(agent), Match: deref(matched)}
 	}
-	return r, err
+	return err
 }

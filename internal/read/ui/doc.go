@@ -32,7 +32,8 @@
 //     (namespace, resource, name) and tz; static/lanes.js adds drag to zoom.
 //   - /object every version of one object (the newest 5, the rest under a <details> "show
 //     all"; its timeline link keeps the range and tz it was opened with): when, op, RV,
-//     field manager (marked as such, with a hint that it is not the user), user (actors),
+//     field manager (marked as such, with a hint that it is not the user), user (actors,
+//     with the client of its user agent),
 //     reason of an inferred delete, epoch, and the diff against the version before, the
 //     same as `kube-cdc history` (internal/read/history) from the same read
 //     (store.History: object_versions(), migration 020); owners and children when the
@@ -41,6 +42,16 @@
 //     read by internal/moment as `kube-cdc as-of` reads its TIME (now, the default;
 //     15m; RFC 3339), and the page shows the moment read and the row count; a name links
 //     the version shown then (/object…#vID, which the browser opens if collapsed).
+//   - /why what changed before an object broke (resource, ns, name; at read by
+//     internal/moment, now by default; window, 30m by default): the same read as `kube-cdc
+//     why` (store.Why with Objects: why() of migration 019 and object_versions() of 020
+//     in one statement), oldest first, each change with its relation, who made it (the
+//     audit user and the client of its user agent, the field manager marked as such) and
+//     its diff against the version before (internal/read/history), creates and node
+//     updates folded; the object's health (internal/health) on its newest version in the
+//     window. The object page shows the object's health on its newest version and links
+//     this page: prominently, at the moment the current run of failed or degraded
+//     versions began, when it is so.
 //   - /status what `kube-cdc status` shows, from the callback Options.Status.
 //
 // Every read goes through internal/read/store (Options.Store), which owns the queries;

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/health"
 	"github.com/kube-cdc/kube-cdc/internal/moment"
 	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
@@ -20,11 +21,11 @@ import (
 // version is one changes row of the object page, newest first, with its diff.
 type version struct {
 	history.Entry
-	Epoch                     int
-	EpochMark                 bool // the first version seen in its epoch after one in an earlier epoch
-	User, Impersonator, Match string
-	Lines                     []history.DiffLine
-	Zone                      *time.Location // the page's, for the version's time
+	Epoch     int
+	EpochMark bool // the first version seen in its epoch after one in an earlier epoch
+	actor
+	Lines []history.DiffLine
+	Zone  *time.Location // the page's, for the version's time
 }
 
 type link struct {
@@ -47,6 +48,11 @@ type objectPage struct {
 	// Events are the Kubernetes Events about the object (any of its uids), newest first,
 	// when the schema has the events table.
 	Events []store.Event
+	// Health is the object's on its newest version (internal/health; nil for a resource
+	// without a health rule), and WhyURL its "before it broke" page: at the moment it
+	// turned failed or degraded when it is so now, else at now.
+	Health *health.Health
+	WhyURL string
 }
 
 // objectEvents is how many of an object's events its page lists.
@@ -63,11 +69,12 @@ const versionsDiffed = 20
 // versions reads the object's versions as `kube-cdc history` does (store.History, one
 // read of object_versions()), so the page shows the same diffs, newest first: the newest
 // versionsDiffed of them unless all, or the version whose id is from is older. It returns
-// how many versions there are in all too.
-func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string, all bool, from int64) ([]version, int, error) {
+// how many versions there are in all too, and the object's health on its newest version,
+// with when it turned bad (brokeAt) if it is.
+func (s *Server) versions(ctx context.Context, cluster, group, resource, namespace, name string, all bool, from int64) (_ []version, total int, _ *health.Health, brokeAt time.Time, _ error) {
 	raw, err := s.o.Store.History(ctx, store.HistoryQuery{Cluster: cluster, Group: group, Resource: resource, Namespace: namespace, Name: name})
 	if err != nil && !errors.Is(err, store.ErrNoHistory) {
-		return nil, 0, err
+		return nil, 0, nil, time.Time{}, err
 	}
 	skip := 0 // the oldest versions left out
 	if n := len(raw); !all && n > versionsDiffed && (from == 0 || from >= raw[n-versionsDiffed].ID) {
@@ -75,23 +82,53 @@ func (s *Server) versions(ctx context.Context, cluster, group, resource, namespa
 	}
 	entries, err := history.Show(raw[skip:]) // the first one shown is still diffed against its Previous
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, time.Time{}, err
 	}
 	out := make([]version, len(entries))
 	for i, e := range entries {
 		r := raw[skip+i]
-		x := version{Entry: e, Epoch: r.Epoch, Lines: e.Lines()}
-		if a := r.Actor; a != nil {
-			x.User, x.Impersonator, x.Match = a.Username, a.Impersonator, a.Match
-		}
+		// As history's header shows them (actorOf): a user, client or manager holding a
+		// character that reorders text cannot pass for another. The diff is already shown
+		// so (Diff).
+		x := version{Entry: e, Epoch: r.Epoch, Lines: e.Lines(), actor: actorOf(r.Actor)}
 		x.EpochMark = skip+i > 0 && raw[skip+i-1].Epoch < x.Epoch
-		// As history's header shows them: a user or manager holding a character that
-		// reorders text cannot pass for another. The diff is already shown so (Diff).
-		x.ChangedBy, x.User, x.Impersonator = history.Visible(e.ChangedBy), history.Visible(x.User), history.Visible(x.Impersonator)
+		x.ChangedBy = history.Visible(e.ChangedBy)
 		out[i] = x
 	}
+	h, brokeAt := healthOf(group, resource, raw)
 	slices.Reverse(out) // newest first, as the feed
-	return out, len(raw), nil
+	return out, len(raw), h, brokeAt, nil
+}
+
+// healthOf is the health of the newest of versions that holds an object (nil when none
+// does, or the resource has no health rule), and, when it is failed or degraded, when
+// the run of bad versions it ends began: the moment the object broke.
+func healthOf(group, resource string, versions []store.Revision) (*health.Health, time.Time) {
+	if !health.Known(group, resource) {
+		return nil, time.Time{}
+	}
+	var (
+		newest  *health.Health
+		brokeAt time.Time
+	)
+	for i := len(versions) - 1; i >= 0; i-- {
+		v := versions[i]
+		if v.Object == nil {
+			continue
+		}
+		h, err := health.Of(group, resource, v.Object)
+		if err != nil {
+			break
+		}
+		if newest == nil {
+			newest = &h
+		}
+		if h.State != health.Failed && h.State != health.Degraded {
+			break
+		}
+		brokeAt = v.ObservedAt
+	}
+	return newest, brokeAt
 }
 
 // relations reads the object's owners and children from the view owners (migration 013).
@@ -134,10 +171,12 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	op.Title = op.Resource + " " + change.Key{Namespace: op.Namespace, Name: op.Name}.String()
 	group, resource := parseResource(op.Resource)
 	from, _ := strconv.ParseInt(q.Get("v"), 10, 64) // a link to one version (as-of's) shows it diffed
-	if op.Versions, op.Total, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name, q.Get("all") == "1", from); err != nil {
+	var brokeAt time.Time
+	if op.Versions, op.Total, op.Health, brokeAt, err = s.versions(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name, q.Get("all") == "1", from); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	op.WhyURL = whyURL(p.Cluster, group, resource, op.Namespace, op.Name, p.TZ, brokeAt)
 	if p.Features.Owners {
 		uid := ""
 		if len(op.Versions) > 0 {
