@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kube-cdc/kube-cdc/bench/internal/historygen"
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
@@ -53,8 +55,10 @@ type historyQuery struct {
 	page func(r *rand.Rand) string // instead of sql: a web UI path, served by internal/read/ui's handler (server time)
 	// instead of sql: `kube-cdc history`'s read of one object, the store's History (one cluster).
 	history func(r *rand.Rand) store.HistoryQuery
-	runs    int
-	target  time.Duration // p99 goal; 0 for none
+	// instead of sql: `kube-cdc why`'s read (store.Why, one cluster).
+	why    func(r *rand.Rand) store.WhyQuery
+	runs   int
+	target time.Duration // p99 goal; 0 for none
 }
 
 // auditedNamespaces of cluster-0 have an audit event for every change (historygen).
@@ -104,6 +108,22 @@ var historyQueries = []historyQuery{
 			return "/object?resource=configmaps&cluster=" + historygen.Cluster(r.IntN(3)) + "&ns=" + historygen.Namespace(r.IntN(40)) +
 				"&name=" + historygen.Object(r.IntN(1000))
 		}},
+	// Issue 31: the lanes of the newest 24 h (500 lanes a page, one cluster), and what
+	// changed before a pod broke (whyPod: it reads 20 ConfigMaps and sits on a node), as
+	// `kube-cdc why` reads it and as the web UI's page shows it with diffs, at a moment of
+	// the last 30 days.
+	{name: "UI lanes: 500 objects, last 24h", runs: 30, target: 300 * time.Millisecond,
+		page: func(r *rand.Rand) string { return "/lanes?range=24h&cluster=" + historygen.Cluster(r.IntN(3)) }},
+	{name: "kube-cdc why's read of a pod (30 min)", runs: 100, target: 200 * time.Millisecond,
+		why: func(r *rand.Rand) store.WhyQuery {
+			return store.WhyQuery{Resource: "pods", Namespace: whyPodNamespace, Name: whyPodName,
+				At: time.Now().Add(-time.Duration(r.Int64N(int64(30 * 24 * time.Hour))))}
+		}},
+	{name: "UI why page of a pod (30 min, diffs)", runs: 30, target: 200 * time.Millisecond,
+		page: func(r *rand.Rand) string {
+			at := time.Now().Add(-time.Duration(r.Int64N(int64(30 * 24 * time.Hour)))).UTC().Format(time.RFC3339Nano)
+			return "/why?resource=pods&cluster=" + historygen.Cluster(0) + "&ns=" + whyPodNamespace + "&name=" + whyPodName + "&at=" + at
+		}},
 	{name: "kube-cdc history's read of one object", runs: 100, target: 10 * time.Millisecond,
 		history: func(r *rand.Rand) store.HistoryQuery {
 			return store.HistoryQuery{Resource: "configmaps", Namespace: historygen.Namespace(r.IntN(40)), Name: historygen.Object(r.IntN(1000))}
@@ -151,6 +171,8 @@ func historyAtScale(b *testing.B) {
 			historyDSNEnv, time.Since(newest).Round(time.Second))
 	}
 
+	addWhyPod(b, conn)
+
 	// The UI's store, and `kube-cdc history`'s own, as the commands open them.
 	opts := store.Options{DSN: dsn, Schema: "kube_cdc", Cluster: historygen.Cluster(0), Sink: "warehouse",
 		VerifySchema: postgres.VerifySchema, Ping: true}
@@ -180,6 +202,13 @@ func historyAtScale(b *testing.B) {
 		var took []time.Duration
 		for range q.runs {
 			start := time.Now()
+			if q.why != nil {
+				if _, err := reader.Why(ctx, q.why(r)); err != nil {
+					b.Fatalf("%s: %v", q.name, err)
+				}
+				took = append(took, time.Since(start))
+				continue
+			}
 			if q.history != nil {
 				if _, err := reader.History(ctx, q.history(r)); err != nil {
 					b.Fatalf("%s: %v", q.name, err)
@@ -448,6 +477,41 @@ func migrateBefore(b *testing.B, dsn, stop string) {
 	}
 	if _, err := connect(b, dsn).Exec(ctx, `ALTER TABLE kube_cdc.changes ADD COLUMN IF NOT EXISTS changed text[];
 		ALTER TABLE kube_cdc.objects ADD COLUMN IF NOT EXISTS in_changes boolean NOT NULL DEFAULT true`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// The pod whose "before it broke" the history benchmark reads: in cluster-0, reading 20 of
+// its namespace's generated ConfigMaps (volumes and envFrom) and on a node, so that why()
+// looks up every relation it knows.
+const (
+	whyPodNamespace = "ns-5"
+	whyPodName      = "checkout-0"
+)
+
+// addWhyPod writes the pod's live row (historygen writes ConfigMaps only); a database
+// reused holds it already.
+func addWhyPod(b *testing.B, conn *pgx.Conn) {
+	var volumes, envFrom []map[string]any
+	for i := range 20 {
+		if i%2 == 0 {
+			volumes = append(volumes, map[string]any{"name": fmt.Sprintf("v%d", i), "configMap": map[string]any{"name": historygen.Object(i)}})
+		} else {
+			envFrom = append(envFrom, map[string]any{"configMapRef": map[string]any{"name": historygen.Object(i)}})
+		}
+	}
+	pod, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": whyPodName, "namespace": whyPodNamespace, "uid": "why-pod", "labels": map[string]any{"app": "checkout"}},
+		"spec": map[string]any{"nodeName": "node-1", "volumes": volumes,
+			"containers": []any{map[string]any{"name": "app", "image": "shop/checkout:1", "envFrom": envFrom}}},
+		"status": map[string]any{"phase": "Running"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `INSERT INTO kube_cdc.objects
+		(cluster, api_group, api_version, resource, kind, namespace, name, uid, resource_version, object, created_at)
+		VALUES ($1, '', 'v1', 'pods', 'Pod', $2, $3, 'why-pod', 1, $4, now() - interval '400 days')
+		ON CONFLICT DO NOTHING`, historygen.Cluster(0), whyPodNamespace, whyPodName, pod); err != nil {
 		b.Fatal(err)
 	}
 }
