@@ -70,8 +70,9 @@ type lanesPage struct {
 }
 
 type laneTick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // the label's text-anchor: a label at an edge of the axis stays inside it
 }
 
 // laneRow is a lane, or a header naming a group.
@@ -569,6 +570,10 @@ func (d drawing) events(evs []store.Event) []laneEvent {
 	return out
 }
 
+// tickLabelRoom is how close to an end of the axis a tick's label is anchored at its tick
+// rather than centred on it, so that it is not cut off.
+const tickLabelRoom = 40.0
+
 // tickSteps are the time axis' steps, the first that gives at most ten ticks.
 var tickSteps = []time.Duration{
 	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
@@ -629,7 +634,14 @@ func (d drawing) ticks(loc *time.Location) []laneTick {
 			label = l.Format("15:04")
 		}
 		lastDay = day
-		out = append(out, laneTick{X: d.x(t), Label: label})
+		tick := laneTick{X: d.x(t), Label: label, Anchor: "middle"}
+		switch {
+		case tick.X-laneLabelW < tickLabelRoom:
+			tick.Anchor = "start"
+		case laneLabelW+lanePlotW-tick.X < tickLabelRoom:
+			tick.Anchor = "end"
+		}
+		out = append(out, tick)
 		if len(out) > 12 {
 			break
 		}
