@@ -1,6 +1,6 @@
 // Package store owns every read of a PostgreSQL sink's schema: an object's versions with
-// the object each changed and who made it (History), the objects as of a moment (AsOf,
-// AsOfTable), the web UI's feed, chart counts and an object's relations (Feed, Counts,
+// the object each changed and who made it (History), the objects as of a moment (AsOf),
+// the web UI's feed, chart counts and an object's relations (Feed, Counts,
 // Owners, Children), and what `kube-cdc status` shows of the sink (Status,
 // QuarantinedChanges, Writers). The CLI's history, as-of and status, the web UI and the
 // benchmarks read through it; none of them imports the sink.

@@ -12,6 +12,7 @@ import (
 var funcs = template.FuncMap{
 	"when":  when,
 	"resid": resourceID,
+	"lower": strings.ToLower,
 }
 
 // timeLayout is how every page shows a moment: 24-hour, to the millisecond, with the
