@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -22,6 +23,9 @@ var shortNames = map[string]string{
 	"sts": "statefulsets.apps", "svc": "services", "crd": "customresourcedefinitions.apiextensions.k8s.io",
 	"crds": "customresourcedefinitions.apiextensions.k8s.io",
 }
+
+// errUnknownResource marks a resource name that names no recorded resource.
+var errUnknownResource = errors.New("resource")
 
 // resolveResource reads a resource as a person types it, case-insensitively, against the
 // resources the cluster records: its id as the pages write it (deployments.apps), a
@@ -57,5 +61,5 @@ func (s *Server) resolveResource(ctx context.Context, cluster, name string) (cha
 	if len(ids) > 0 {
 		known = strings.Join(ids, ", ")
 	}
-	return change.Resource{}, fmt.Errorf("resource %q: none of the resources cluster %s records (%s) has that plural, short name or kind", name, cluster, known)
+	return change.Resource{}, fmt.Errorf("%w %q: none of the resources cluster %s records (%s) has that plural, short name or kind", errUnknownResource, name, cluster, known)
 }
