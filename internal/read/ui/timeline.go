@@ -349,8 +349,8 @@ type timelinePage struct {
 	ExcludedMore bool
 	// Stopped, when not zero: the name or user search read store.DefaultWindow changes
 	// and stopped at this moment; Next continues it.
-	Stopped time.Time
-	Window  int
+	Stopped   time.Time
+	Window    int
 	Permalink string // this view with an absolute range
 	ChartURL  string // the chart's data, which timeline.js fetches: counting a long range takes longer than a page of the feed
 	FromText  string
