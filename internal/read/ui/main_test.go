@@ -25,7 +25,7 @@ import (
 )
 
 // One apiserver, one PostgreSQL database and one kube-cdc daemon (the real binary,
-// streaming ConfigMaps and Secrets into the database) serve every test of the package;
+// streaming ConfigMaps, Secrets, Pods and Deployments into the database) serve every test of the package;
 // each test writes in namespaces of its own. The tests do not run in parallel: one of
 // them hides or adds views in the shared schema for a while.
 var (
@@ -85,6 +85,8 @@ kubernetes:
 resources:
   - name: configmaps
   - name: secrets
+  - name: pods
+  - name: deployments.apps
 sinks:
   - name: warehouse
     type: postgres
