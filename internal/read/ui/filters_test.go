@@ -50,7 +50,7 @@ func TestTheFeedReadsNamesUsersAndResourcesAsPeopleTypeThem(t *testing.T) {
 			t.Errorf("GET %s: %d, want 400 saying %s\n%s", q+query, code, want, body)
 		}
 		if code, _ := get(t, srv, "/chart.json?"+strings.TrimPrefix(q, "/?")+query); code != 400 {
-			t.Errorf("GET /chart.json%s: %d, want 400", q+query, code)
+			t.Errorf("GET /chart.json?%s%s: %d, want 400", strings.TrimPrefix(q, "/?"), query, code)
 		}
 	}
 }
