@@ -18,6 +18,10 @@
 //     embedded file of sql/, with named arguments (pgx.NamedArgs) and the schema first on
 //     search_path, never a Go string in a caller. The one exception is the feed and its
 //     chart, whose conditions are the filters a page sets (feed.go says why).
+//   - The feed reads through indexes; a condition none serves (a name substring, prefix
+//     or regex; a user) is checked on at most Filter.Window changes a page, and the page
+//     says where the search stopped (FeedPage.Stopped), so a page's cost does not grow
+//     with the table or the rarity of a match.
 //   - Statements are planned generically and without JIT, once per connection: at 10M
 //     rows a custom plan or a JIT compile cost more than running them
 //     (docs/benchmarks.md, "History at scale").

@@ -156,7 +156,7 @@ func TestInABrowserTheAsOfPageShowsThePodsOfARolloutAsKubectlGetDidThen(t *testi
 		t.Errorf("the rows are coloured %v, want the ready pods ok and the creating one progressing", colours)
 	}
 	if os.Getenv(screenshotsToDocs) != "" {
-		shot := run(t, ctx, "a screenshot", chromedp.FullScreenshot(90))
+		shot := run(t, ctx, "a screenshot", chromedp.CaptureScreenshot())
 		dst := filepath.Join(testenv.RepoRoot(), "docs", "img", "ui-asof.png")
 		if err := os.WriteFile(dst, shot, 0o644); err != nil {
 			t.Fatal(err)

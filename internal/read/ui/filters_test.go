@@ -16,14 +16,14 @@ func TestTheFeedReadsNamesUsersAndResourcesAsPeopleTypeThem(t *testing.T) {
 		query string
 		want  []string
 	}{
-		{"&name=config", []string{"configmaps app-config update", "configmaps app-config create"}},    // a substring
-		{"&name=APP", []string{"configmaps app-config update", "configmaps app-config create"}},       // any case
-		{"&name=pa*", []string{"configmaps parent create"}},                                           // a prefix
-		{"&name=ent*", nil},                                                                           // a prefix, not a substring
-		{"&name==app", nil},                                                                           // exact
-		{"&name==child", []string{"configmaps child create"}},                                         // exact
+		{"&name=config", []string{"configmaps app-config update", "configmaps app-config create"}}, // a substring
+		{"&name=APP", []string{"configmaps app-config update", "configmaps app-config create"}},    // any case
+		{"&name=pa*", []string{"configmaps parent create"}},                                        // a prefix
+		{"&name=ent*", nil}, // a prefix, not a substring
+		{"&name==app", nil}, // exact
+		{"&name==child", []string{"configmaps child create"}}, // exact
 		{"&name=" + url.QueryEscape("~^(child|gone)$"), []string{"configmaps gone delete", "configmaps gone create", "configmaps child create"}},
-		{"&user=ALICE", []string{"configmaps app-config update", "configmaps app-config create"}},     // a part of the user, any case
+		{"&user=ALICE", []string{"configmaps app-config update", "configmaps app-config create"}}, // a part of the user, any case
 		{"&resource=cm&name=app", []string{"configmaps app-config update", "configmaps app-config create"}},
 		{"&resource=ConfigMap&op=delete", []string{"configmaps gone delete"}},
 		{"&resource=SECRETS", []string{"secrets db-password create"}},
