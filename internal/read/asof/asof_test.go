@@ -85,9 +85,9 @@ func TestPrintKindShowsKubectlsColumnsForTheKindAtTheMoment(t *testing.T) {
 	if err := PrintKind(&b, "", "pods", objs, at, "table", false); err != nil {
 		t.Fatal(err)
 	}
-	want := "NAME      READY   STATUS              RESTARTS   AGE   NODE     IMAGE    RESOURCEVERSION\n" +
-		"web-old   1/1     Running             0          3m    node-1   web:v1   9\n" +
-		"web-new   0/1     ContainerCreating   0          3m    node-1   web:v2   9\n"
+	want := "NAME      AGE   READY   STATUS              RESTARTS   NODE     IMAGE    RESOURCEVERSION\n" +
+		"web-old   3m    1/1     Running             0          node-1   web:v1   9\n" +
+		"web-new   3m    0/1     ContainerCreating   0          node-1   web:v2   9\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,12 +31,27 @@ func Print(w io.Writer, objs []store.AsOfObject, at time.Time, output string, na
 
 // PrintKind is Print with the table in kubectl get's columns for the resource's kind
 // (internal/read/columns: pods READY, STATUS, RESTARTS, AGE, NODE, IMAGE; …; AGE and
-// LABELS for a kind without its own), AGE at that moment, then RESOURCEVERSION.
+// LABELS for a kind without its own), AGE at that moment and moved second, after NAME,
+// where this table has always had it; then RESOURCEVERSION.
 func PrintKind(w io.Writer, group, resource string, objs []store.AsOfObject, at time.Time, output string, namespaces bool) error {
 	return printAs(w, &kindOf{group, resource}, objs, at, output, namespaces)
 }
 
 type kindOf struct{ group, resource string }
+
+// age is the index of AGE among the kind's columns.
+func (k kindOf) age() int { return slices.Index(columns.For(k.group, k.resource), "AGE") }
+
+// ageFirst moves the AGE column (at index age) first. The command's table has always
+// read NAME, AGE, …: scripts that read its first columns keep working, and the kind's
+// other columns follow in kubectl's order.
+func ageFirst(cols []string, age int) []string {
+	if age <= 0 {
+		return cols
+	}
+	out := append([]string{cols[age]}, cols[:age]...)
+	return append(out, cols[age+1:]...)
+}
 
 func printAs(w io.Writer, kind *kindOf, objs []store.AsOfObject, at time.Time, output string, namespaces bool) error {
 	switch output {
@@ -87,7 +103,7 @@ func printTable(w io.Writer, kind *kindOf, objs []store.AsOfObject, at time.Time
 	if kind == nil {
 		fmt.Fprintln(tw, "NAME\tAGE\tRESOURCEVERSION")
 	} else {
-		fmt.Fprintf(tw, "NAME\t%s\tRESOURCEVERSION\n", strings.Join(columns.For(kind.group, kind.resource), "\t"))
+		fmt.Fprintf(tw, "NAME\t%s\tRESOURCEVERSION\n", strings.Join(ageFirst(columns.For(kind.group, kind.resource), kind.age()), "\t"))
 	}
 	for _, o := range objs {
 		if namespaces {
@@ -106,7 +122,7 @@ func printTable(w io.Writer, kind *kindOf, objs []store.AsOfObject, at time.Time
 			// A tab or newline in a value would break the table's alignment.
 			cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c.Text)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Name, strings.Join(cells, "\t"), o.RV)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Name, strings.Join(ageFirst(cells, kind.age()), "\t"), o.RV)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
