@@ -1,8 +1,10 @@
 package health
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -58,6 +60,17 @@ func Of(group, resource string, object []byte) (Health, error) {
 func Known(group, resource string) bool {
 	_, ok := rules[[2]string{group, resource}]
 	return ok
+}
+
+// Resources are the resources Of has a rule for, as (group, plural resource) pairs,
+// sorted: what a reader asks the objects of to compute their health.
+func Resources() [][2]string {
+	out := make([][2]string, 0, len(rules))
+	for k := range rules {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	return out
 }
 
 // decoded turns a rule over a typed object into a rule over its JSON: one decode, into

@@ -1,7 +1,8 @@
 // Package store owns every read of a PostgreSQL sink's schema: an object's versions with
 // the object each changed and who made it (History), the objects as of a moment (AsOf),
 // the web UI's feed, chart counts and an object's relations (Feed, Counts,
-// Owners, Children), and what `kube-cdc status` shows of the sink (Status,
+// Owners, Children), its lanes, an object's Kubernetes Events and the versions the
+// chart's health series reads (Lanes, Events, HealthVersions), and what `kube-cdc status` shows of the sink (Status,
 // QuarantinedChanges, Writers). The CLI's history, as-of and status, the web UI and the
 // benchmarks read through it; none of them imports the sink.
 //
@@ -17,7 +18,8 @@
 //     (object_versions, which history() reads too; as_of; owners; change_actors) or an
 //     embedded file of sql/, with named arguments (pgx.NamedArgs) and the schema first on
 //     search_path, never a Go string in a caller. The one exception is the feed and its
-//     chart, whose conditions are the filters a page sets (feed.go says why).
+//     chart (and the chart's health versions), whose conditions are the filters a page
+//     sets (feed.go says why).
 //   - The feed reads through indexes; a condition none serves (a name substring, prefix
 //     or regex; a user) is checked on at most Filter.Window changes a page, and the page
 //     says where the search stopped (FeedPage.Stopped), so a page's cost does not grow

@@ -26,12 +26,13 @@ type Features struct {
 	AsOf   bool // as_of(timestamptz, text, text, text), migration 013
 	Owners bool // the view owners, migration 013
 	Actors bool // the view change_actors, migration 014
+	Events bool // the table events, migration 019
 }
 
 // Features probes the schema for them.
 func (s *Store) Features(ctx context.Context) (Features, error) {
 	var f Features
-	err := s.pool.QueryRow(ctx, query("features"), pgx.NamedArgs{"schema": s.schema}).Scan(&f.AsOf, &f.Owners, &f.Actors)
+	err := s.pool.QueryRow(ctx, query("features"), pgx.NamedArgs{"schema": s.schema}).Scan(&f.AsOf, &f.Owners, &f.Actors, &f.Events)
 	if err != nil {
 		return f, s.fail("probe the schema "+s.schema, err)
 	}
@@ -70,9 +71,15 @@ func (s *Store) Owners(ctx context.Context, cluster, group, resource, namespace,
 		})
 }
 
-// Children are the objects uid owns (the view owners), at most 200.
-func (s *Store) Children(ctx context.Context, cluster, uid string) ([]Ref, error) {
-	return collect(ctx, s, "read the children", "children", pgx.NamedArgs{"cluster": cluster, "uid": uid},
+// Children are the objects uid owns (the view owners), at most 200. namespace is the
+// owner's ("" for a cluster-scoped owner): a namespaced owner's dependents live in its
+// namespace, and only that namespace is read (sql/children.sql).
+func (s *Store) Children(ctx context.Context, cluster, namespace, uid string) ([]Ref, error) {
+	name, args := "children", pgx.NamedArgs{"cluster": cluster, "namespace": namespace, "uid": uid}
+	if namespace == "" {
+		name = "children_anywhere"
+	}
+	return collect(ctx, s, "read the children", name, args,
 		func(row pgx.CollectableRow) (Ref, error) {
 			var r Ref
 			err := row.Scan(&r.Group, &r.Resource, &r.Kind, &r.Namespace, &r.Name)

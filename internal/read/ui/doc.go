@@ -27,14 +27,25 @@
 //     web/package-lock.json) and static/timeline.js; without JavaScript the feed, the
 //     range presets and the filters still work. A resource's colour is a hash of its name
 //     into a fixed palette (the same in every range); deletes and inferred deletes have
-//     their own.
+//     their own. Health is two more series, not stacked: the versions of resources with a
+//     health rule that went bad and that recovered (the first 20,000 of the range).
+//   - /lanes one lane per object that changed in the range (store.Lanes, one statement),
+//     grouped by namespace and kind, or with group=workload nested under the controllers
+//     its versions and the live objects name (Deployment, ReplicaSets, Pods), at most 500
+//     a page (page=N); server-rendered SVG, each version a mark at its observed_at
+//     (sub-second apart when zoomed) coloured by op (the resource's colour for creates and
+//     updates, as the timeline's hash) and by health (internal/health, computed here from
+//     each version's object: went bad, recovered; the lane shaded while bad); Kubernetes
+//     Events (store.Events, when the events table exists) as triangles under the lane,
+//     Warning ones amber. A mark links /object…#vID. The timeline's range, filters
+//     (namespace, resource, name) and tz; static/lanes.js adds drag to zoom.
 //   - /object every version of one object (the newest 5, the rest under a <details> "show
 //     all"; its timeline link keeps the range and tz it was opened with): when, op, RV,
 //     field manager (marked as such, with a hint that it is not the user), user (actors),
 //     reason of an inferred delete, epoch, and the diff against the version before, the
 //     same as `kube-cdc history` (internal/read/history) from the same read
 //     (store.History: object_versions(), migration 020); owners and children when the
-//     relation view `owners` exists.
+//     relation view `owners` exists; its Kubernetes Events when the events table does.
 //   - /asof a namespace's objects of a resource at a moment, when as_of() exists, in
 //     kubectl get's columns for the kind (internal/read/columns, which `kube-cdc as-of`
 //     prints too), AGE counted to the moment, each row coloured by its health then; at is

@@ -13,6 +13,7 @@ var funcs = template.FuncMap{
 	"when":  when,
 	"resid": resourceID,
 	"lower": strings.ToLower,
+	"sub":   func(a, b float64) float64 { return max(a-b, 0) },
 }
 
 // timeLayout is how every page shows a moment: 24-hour, to the millisecond, with the

@@ -4,7 +4,8 @@ package ui
 // it, kept beside the code it describes.
 const Help = `Serve a read-only web UI over a PostgreSQL sink's schema: a timeline of changes (a chart
 by resource, deletes and inferred deletes apart, and the feed below it with filters, all
-in the URL), every version of an object with its diff (as kube-cdc history shows it),
+in the URL), lanes of each object over time coloured by op and health with its
+Kubernetes Events (/lanes), every version of an object with its diff (as kube-cdc history shows it),
 the objects as of a moment (when the schema has as_of), and kube-cdc status. It reads
 the first PostgreSQL sink (or --sink, or the key ui.sink) of the configured cluster
 (--cluster); a database several clusters write to shows a cluster picker.

@@ -35,7 +35,13 @@ type objectPage struct {
 	Recent, Older    []version
 	Owners, Children []link
 	TimelineURL      string // the timeline of this object over the range the feed showed
+	// Events are the Kubernetes Events about the object (any of its uids), newest first,
+	// when the schema has the events table.
+	Events []store.Event
 }
+
+// objectEvents is how many of an object's events its page lists.
+const objectEvents = 200
 
 // versionsShown is how many versions the object page shows before "show all".
 const versionsShown = 5
@@ -83,7 +89,7 @@ func (s *Server) relations(ctx context.Context, cluster, group, resource, namesp
 	if uid == "" {
 		return owners, nil, nil
 	}
-	if refs, err = s.o.Store.Children(ctx, cluster, uid); err != nil {
+	if refs, err = s.o.Store.Children(ctx, cluster, namespace, uid); err != nil {
 		return nil, nil, err
 	}
 	for _, r := range refs {
@@ -118,6 +124,23 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		if op.Owners, op.Children, err = s.relations(r.Context(), p.Cluster, group, resource, op.Namespace, op.Name, uid); err != nil {
 			s.fail(w, r, http.StatusInternalServerError, err)
 			return
+		}
+	}
+	if p.Features.Events && len(op.Versions) > 0 {
+		var uids []string
+		for _, v := range op.Versions {
+			if v.UID != "" && !slices.Contains(uids, v.UID) {
+				uids = append(uids, v.UID)
+			}
+		}
+		if op.Events, err = s.o.Store.Events(r.Context(), p.Cluster, uids, time.Time{}, time.Time{}, objectEvents); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, err)
+			return
+		}
+		// An event's text is anyone's who may create events: shown as history shows a
+		// field manager, a character that reorders text cannot pass for another.
+		for i, e := range op.Events {
+			op.Events[i].Reason, op.Events[i].Message, op.Events[i].Component = history.Visible(e.Reason), history.Visible(e.Message), history.Visible(e.Component)
 		}
 	}
 	for i := range op.Versions {

@@ -75,7 +75,7 @@ func New(o Options) (*Server, error) {
 		o.Now = time.Now
 	}
 	s := &Server{o: o, pages: map[string]*template.Template{}}
-	for _, page := range []string{"timeline", "object", "asof", "status", "error"} {
+	for _, page := range []string{"timeline", "lanes", "object", "asof", "status", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/base.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: parse the %s template: %w", page, err)
@@ -94,6 +94,7 @@ func New(o Options) (*Server, error) {
 	})
 	s.mux.HandleFunc("GET /{$}", s.timeline)
 	s.mux.HandleFunc("GET /chart.json", s.chartJSON)
+	s.mux.HandleFunc("GET /lanes", s.lanes)
 	s.mux.HandleFunc("GET /object", s.object)
 	s.mux.HandleFunc("GET /asof", s.asOf)
 	s.mux.HandleFunc("GET /status", s.statusPage)

@@ -239,7 +239,7 @@ type chart struct {
 
 type series struct {
 	Label string  `json:"label"`
-	Kind  string  `json:"kind"` // change | delete | inferred
+	Kind  string  `json:"kind"` // change | delete | inferred | unhealthy | recovered (health transitions, not stacked)
 	Data  []int64 `json:"data"`
 }
 
@@ -317,6 +317,14 @@ func (s *Server) chart(ctx context.Context, cluster string, f filter, actors boo
 	for i := range c.Series {
 		c.Series[i].Data = make([]int64, buckets)
 	}
+	// Health as its own series: the versions that made an object go bad, and recover.
+	bad, rec, partial, err := s.healthCounts(ctx, f.selects(cluster, actors), counts, origin, step, buckets)
+	if err != nil {
+		return chart{}, err
+	}
+	label := map[bool]string{false: "", true: fmt.Sprintf(" (first %d versions)", healthSeriesLimit)}[partial]
+	c.Series = append(c.Series, series{Label: "health: went bad" + label, Kind: "unhealthy", Data: bad},
+		series{Label: "health: recovered" + label, Kind: "recovered", Data: rec})
 	for _, cl := range cells {
 		b := int(cl.at.Sub(origin) / step)
 		if b < 0 || b >= buckets {

@@ -2,7 +2,8 @@
 // (fetched, so the feed is served without waiting for them), stacked by resource
 // (creates and updates), with observed and inferred deletes on top in their own colours.
 // A resource's colour is a hash of its name into a fixed palette, so it keeps its colour
-// whatever the range or the filters; the ops have theirs. Times are shown in the page's
+// whatever the range or the filters; the ops have theirs. Health (the versions that went
+// bad, and recovered) is drawn as two lines over the stacked bars, not stacked. Times are shown in the page's
 // zone (#chart's data-tz: UTC unless the URL's tz names one), 24-hour, with the zone on
 // the axis; counts have whole-number ticks. Dragging across the chart navigates to the
 // same view over the selected range (from/to in the URL, so the zoomed view can be
@@ -30,7 +31,9 @@
 
 // Resources' colours; the ops' (reds and orange) are kept out of it.
 var palette = ["#4c78a8", "#72b7b2", "#54a24b", "#b279a2", "#9d755d", "#eeca3b", "#ff9da6", "#17becf", "#8c6d31", "#393b79"];
-var opColors = { "delete": "#d62728", "inferred": "#ff7f0e" };
+var opColors = { "delete": "#d62728", "inferred": "#ff7f0e", "unhealthy": "#9c27b0", "recovered": "#2ca02c" };
+// Health transitions are counts of their own, drawn as lines over the stacked changes.
+var unstacked = { "unhealthy": true, "recovered": true };
 var otherColor = "#bab0ac";
 
 // colorOf is the resource's colour: FNV-1a of its name into the palette.
@@ -56,6 +59,7 @@ function draw(c) {
   // Cumulative sums, bottom to top; drawn from the top down so each fill shows its band.
   var acc = c.t.map(function () { return 0; });
   var stacked = c.series.map(function (s) {
+    if (unstacked[s.kind]) return s.data.slice();
     acc = acc.map(function (v, i) { return v + s.data[i]; });
     return acc.slice();
   });
@@ -65,6 +69,12 @@ function draw(c) {
   var series = [x].concat(order.map(function (i) {
     var s = c.series[i];
     var color = opColors[s.kind] || colorOf(s.label);
+    if (unstacked[s.kind]) {
+      return {
+        label: s.label, stroke: color, width: 2, points: { show: true, size: 6, fill: color },
+        value: function (u, v, si, di) { return di == null ? "" : String(s.data[di]); }
+      };
+    }
     return {
       label: s.label, stroke: color, fill: color, width: 0, paths: bars, points: { show: false },
       value: function (u, v, si, di) { return di == null ? "" : String(s.data[di]); }
