@@ -61,5 +61,5 @@ func runAsOf(ctx context.Context, w io.Writer, cfg *config.Config, when, resourc
 	if err != nil {
 		return fmt.Errorf("sink %s: %w", sc.Name, err)
 	}
-	return asof.Print(w, objs, at, opts.output, !nsSet)
+	return asof.PrintKind(w, res.Group, res.Resource, objs, at, opts.output, !nsSet)
 }

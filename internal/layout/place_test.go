@@ -62,9 +62,21 @@ func placeRules() []rule {
 		},
 		{
 			// The read side reads the schema through the store, which builds on pgdb alone.
-			pkgs:   anyOf(under("internal/read/store"), under("internal/read/history"), under("internal/read/asof")),
+			pkgs:   anyOf(under("internal/read/store"), under("internal/read/history")),
 			banned: only("internal/change", "internal/pgdb", "internal/retry", "internal/read/store", "internal/moment"),
-			why:    "the read store, history and as-of import only change, pgdb, retry, moment and the store: no sink, no config",
+			why:    "the read store and history import only change, pgdb, retry, moment and the store: no sink, no config",
+		},
+		{
+			// kube-cdc as-of prints the kind's columns, as the web UI's as-of page does.
+			pkgs:   under("internal/read/asof"),
+			banned: only("internal/change", "internal/pgdb", "internal/retry", "internal/read/store", "internal/moment", "internal/read/columns", "internal/health"),
+			why:    "as-of imports only change, pgdb, retry, moment, the store and the columns: no sink, no config",
+		},
+		{
+			// The kubectl-style columns are computed from an object's JSON, like health.
+			pkgs:   under("internal/read/columns"),
+			banned: only("internal/health"),
+			why:    "internal/read/columns is pure: computed from an object's JSON, it imports only health",
 		},
 		{
 			pkgs:   anyOf(under("internal/read"), under("internal/status")),

@@ -72,3 +72,23 @@ func TestPrintShowsAgeAtTheMomentAndListsForYAMLAndJSON(t *testing.T) {
 		t.Errorf("-o wide: %v, want an error naming -o", err)
 	}
 }
+
+func TestPrintKindShowsKubectlsColumnsForTheKindAtTheMoment(t *testing.T) {
+	at := time.Date(2026, 5, 1, 14, 3, 0, 0, time.UTC)
+	pod := func(name, image, state string, ready bool) store.AsOfObject {
+		return store.AsOfObject{Namespace: "shop", Name: name, RV: 9, Object: json.RawMessage(`{"metadata":{"name":"` + name + `","creationTimestamp":"2026-05-01T14:00:00Z"},
+			"spec":{"nodeName":"node-1","containers":[{"name":"app","image":"` + image + `"}]},
+			"status":{"phase":"Running","containerStatuses":[{"name":"app","ready":` + map[bool]string{true: "true", false: "false"}[ready] + `,"state":` + state + `}]}}`)}
+	}
+	objs := []store.AsOfObject{pod("web-old", "web:v1", `{"running":{}}`, true), pod("web-new", "web:v2", `{"waiting":{"reason":"ContainerCreating"}}`, false)}
+	var b bytes.Buffer
+	if err := PrintKind(&b, "", "pods", objs, at, "table", false); err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME      AGE   READY   STATUS              RESTARTS   NODE     IMAGE    RESOURCEVERSION\n" +
+		"web-old   3m    1/1     Running             0          node-1   web:v1   9\n" +
+		"web-new   3m    0/1     ContainerCreating   0          node-1   web:v2   9\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

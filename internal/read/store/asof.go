@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +18,10 @@ type AsOfQuery struct {
 	// AllNamespaces reads every one.
 	Namespace     string
 	AllNamespaces bool
+	// Cluster is the cluster to read; "" is the store's (Options.Cluster).
+	Cluster string
+	// Limit, above 0, returns at most Limit objects (the first by namespace and name).
+	Limit int
 }
 
 // AsOfObject is one object as the sink had observed it at the moment (as_of(), migration
@@ -42,7 +45,7 @@ type AsOfObject struct {
 // namespace and name.
 func (s *Store) AsOf(ctx context.Context, q AsOfQuery) ([]AsOfObject, error) {
 	return collect(ctx, s, "read the objects as of "+q.At.UTC().Format(time.RFC3339Nano), "as_of",
-		pgx.NamedArgs{"at": q.At, "resource": resourceName(q.Group, q.Resource), "namespace": namespaceArg(q), "cluster": s.cluster},
+		pgx.NamedArgs{"at": q.At, "resource": resourceName(q.Group, q.Resource), "namespace": namespaceArg(q), "cluster": q.cluster(s), "limit": q.limit()},
 		func(row pgx.CollectableRow) (AsOfObject, error) {
 			var o AsOfObject
 			err := row.Scan(&o.Namespace, &o.Name, &o.UID, &o.RV, &o.Epoch, &o.ChangeID, &o.ObservedAt, &o.Snapshot, &o.Object)
@@ -57,32 +60,17 @@ func namespaceArg(q AsOfQuery) *string {
 	return &q.Namespace
 }
 
-// AsOfTable is as_of()'s answer with every column as the function returns it, for a
-// page that shows them as they come: the column names, then at most limit rows of
-// values; more says a row was left out.
-func (s *Store) AsOfTable(ctx context.Context, cluster string, q AsOfQuery, limit int) (columns []string, rows [][]any, more bool, err error) {
-	r, err := s.pool.Query(ctx, query("as_of_table"), pgx.NamedArgs{"at": q.At, "resource": resourceName(q.Group, q.Resource),
-		"namespace": namespaceArg(q), "cluster": cluster, "limit": limit + 1})
-	if err != nil {
-		return nil, nil, false, s.fail("as_of", err)
+func (q AsOfQuery) cluster(s *Store) string {
+	if q.Cluster != "" {
+		return q.Cluster
 	}
-	defer r.Close()
-	for _, fd := range r.FieldDescriptions() {
-		columns = append(columns, fd.Name)
+	return s.cluster
+}
+
+// limit is the LIMIT of as_of.sql: NULL for no limit.
+func (q AsOfQuery) limit() *int {
+	if q.Limit <= 0 {
+		return nil
 	}
-	for r.Next() {
-		if len(rows) == limit {
-			more = true
-			break
-		}
-		vals, err := r.Values()
-		if err != nil {
-			return nil, nil, false, s.fail("as_of", err)
-		}
-		rows = append(rows, vals)
-	}
-	if err := r.Err(); err != nil {
-		return nil, nil, false, s.fail("as_of", fmt.Errorf("%w", err))
-	}
-	return columns, rows, more, nil
+	return &q.Limit
 }

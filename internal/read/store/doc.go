@@ -1,6 +1,6 @@
 // Package store owns every read of a PostgreSQL sink's schema: an object's versions with
-// the object each changed and who made it (History), the objects as of a moment (AsOf,
-// AsOfTable), the web UI's feed, chart counts and an object's relations (Feed, Counts,
+// the object each changed and who made it (History), the objects as of a moment (AsOf),
+// the web UI's feed, chart counts and an object's relations (Feed, Counts,
 // Owners, Children), its lanes, an object's Kubernetes Events and the versions the
 // chart's health series reads (Lanes, Events, HealthVersions), what changed before an
 // object broke (Why, with each change's objects for a diff when asked), and what
@@ -22,6 +22,10 @@
 //     search_path, never a Go string in a caller. The one exception is the feed and its
 //     chart (and the chart's health versions), whose conditions are the filters a page
 //     sets (feed.go says why).
+//   - The feed reads through indexes; a condition none serves (a name substring, prefix
+//     or regex; a user) is checked on at most Filter.Window changes a page, and the page
+//     says where the search stopped (FeedPage.Stopped), so a page's cost does not grow
+//     with the table or the rarity of a match.
 //   - Statements are planned generically and without JIT, once per connection: at 10M
 //     rows a custom plan or a JIT compile cost more than running them
 //     (docs/benchmarks.md, "History at scale").

@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 )
@@ -83,6 +87,28 @@ func (s *Store) Children(ctx context.Context, cluster, namespace, uid string) ([
 		})
 }
 
+// NameMatch says how Filter.Name matches a name.
+type NameMatch int
+
+// The ways a name filter matches. Exact reads an index (changes_key_observed); the others
+// cannot, and are searched within a bounded window (Filter.Window).
+const (
+	NameSubstring NameMatch = iota // the name contains Name, case-insensitively
+	NameExact                      // the name is Name
+	NamePrefix                     // the name starts with Name, case-insensitively
+	NameRegex                      // the name matches the POSIX regular expression Name (PostgreSQL's ~*), case-insensitively
+)
+
+// DefaultWindow is Filter.Window's default: how many changes of the range one page's
+// search of an unindexed filter reads at most.
+const DefaultWindow = 5000
+
+// Key is a change's place in the feed's order, (observed_at, id).
+type Key struct {
+	At time.Time
+	ID int64
+}
+
 // Filter selects changes of one cluster observed in [From, To) (To zero: no end).
 type Filter struct {
 	Cluster   string
@@ -90,24 +116,39 @@ type Filter struct {
 	Namespace string // "": every namespace
 	// Resource "" is every resource; otherwise Group and Resource name one.
 	Group, Resource string
-	Name            string
+	Name            string // "": every name; else matched as NameMatch says
+	NameMatch       NameMatch
 	Op              string // "", create, update or delete
 	Flag            string // "", snapshot, inferred (deletes) or observed (neither)
-	User            string // the actor's username; only with Actors
+	User            string // a substring of the actor's username, case-insensitive; only with Actors
 	Actors          bool   // the schema has change_actors (Features.Actors)
 	// Before, when above 0, keeps the rows below (BeforeAt, Before) in (observed_at, id)
-	// order: the feed's next page.
+	// order: the feed's next (older) page. After, when above 0, keeps the rows above
+	// (AfterAt, After): the page newer than one, read upwards from it.
 	Before   int64
 	BeforeAt time.Time
+	After    int64
+	AfterAt  time.Time
+	// Window bounds the search of the filters no index serves (a name substring, prefix
+	// or regex; a user): a page reads at most Window changes of the range past its
+	// keyset, then stops (FeedPage.Stopped). Default DefaultWindow.
+	Window int
 }
 
-// where is the filter as SQL over changes c, its values in args.
-func (f Filter) where(keyset bool, args pgx.NamedArgs) string {
+// likeEscape escapes LIKE's wildcards (and its escape character) in s.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// where is the filter's conditions an index serves, as SQL over changes c, its values in
+// args; unindexed the others (a name pattern, a user), "" when there are none.
+func (f Filter) where(keyset bool, args pgx.NamedArgs) (indexed, unindexed string) {
 	arg := func(name string, v any) string {
 		args[name] = v
 		return "@" + name
 	}
 	conds := []string{"c.cluster = " + arg("cluster", f.Cluster), "c.observed_at >= " + arg("from", f.From)}
+	var slow []string
 	if !f.To.IsZero() {
 		conds = append(conds, "c.observed_at < "+arg("to", f.To))
 	}
@@ -118,7 +159,16 @@ func (f Filter) where(keyset bool, args pgx.NamedArgs) string {
 		conds = append(conds, "c.api_group = "+arg("group", f.Group), "c.resource = "+arg("resource", f.Resource))
 	}
 	if f.Name != "" {
-		conds = append(conds, "c.name = "+arg("name", f.Name))
+		switch f.NameMatch {
+		case NameExact:
+			conds = append(conds, "c.name = "+arg("name", f.Name))
+		case NamePrefix:
+			slow = append(slow, "c.name ILIKE "+arg("name", likeEscape(f.Name)+"%"))
+		case NameRegex:
+			slow = append(slow, "c.name ~* "+arg("name", f.Name))
+		default:
+			slow = append(slow, "c.name ILIKE "+arg("name", "%"+likeEscape(f.Name)+"%"))
+		}
 	}
 	if op, ok := map[string]string{"create": "'create'", "update": "'update'", "delete": "'delete'"}[f.Op]; ok {
 		// Spelled out for delete so the partial index changes_feed_deletes applies.
@@ -135,12 +185,16 @@ func (f Filter) where(keyset bool, args pgx.NamedArgs) string {
 	if f.User != "" && f.Actors {
 		// A scalar subquery with LIMIT: evaluated per row scanned, never the view over
 		// every change (an EXISTS may become a semi-join that computes it all).
-		conds = append(conds, "(SELECT a.username FROM change_actors a WHERE a.change_id = c.id AND a.change_observed_at = c.observed_at LIMIT 1) = "+arg("user", f.User))
+		slow = append(slow, "(SELECT a.username FROM change_actors a WHERE a.change_id = c.id AND a.change_observed_at = c.observed_at LIMIT 1) ILIKE "+
+			arg("user", "%"+likeEscape(f.User)+"%"))
 	}
 	if keyset && f.Before > 0 {
 		conds = append(conds, "(c.observed_at, c.id) < ("+arg("before_at", f.BeforeAt)+", "+arg("before", f.Before)+")")
 	}
-	return strings.Join(conds, " AND ")
+	if keyset && f.After > 0 {
+		conds = append(conds, "(c.observed_at, c.id) > ("+arg("after_at", f.AfterAt)+", "+arg("after", f.After)+")")
+	}
+	return strings.Join(conds, " AND "), strings.Join(slow, " AND ")
 }
 
 // FeedRow is one change in the feed.
@@ -157,11 +211,31 @@ type FeedRow struct {
 	UserAgent                        string // the audit event's user agent; "" when unknown
 }
 
-// Feed returns the newest limit changes the filter selects, newest first, and whether
-// more follow.
-func (s *Store) Feed(ctx context.Context, f Filter, limit int) ([]FeedRow, bool, error) {
+// FeedPage is one page of the feed.
+type FeedPage struct {
+	Rows []FeedRow // newest first
+	// More: the filter selects rows beyond the page in the direction read (older; newer
+	// when Filter.After is set).
+	More bool
+	// Stopped, when not nil, is where the bounded search of an unindexed filter stopped
+	// (Filter.Window changes read) before the page was full: the changes beyond it in
+	// the direction read were not searched, and the next page continues from it.
+	Stopped *Key
+}
+
+// Feed returns a page of at most limit changes the filter selects: the newest (below
+// Before when set), or the oldest above After, always listed newest first. Conditions
+// no index serves are checked on at most f.Window changes of the range, read in the
+// feed's order through changes_feed: a page costs at most that many rows however rare
+// the match, and says where it stopped.
+func (s *Store) Feed(ctx context.Context, f Filter, limit int) (FeedPage, error) {
 	args := pgx.NamedArgs{}
-	where := f.where(true, args)
+	where, slow := f.where(true, args)
+	order := "DESC"
+	if f.After > 0 {
+		order = "ASC"
+	}
+	byKey := "c.observed_at " + order + ", c.id " + order
 	actorCols, actorJoin := "'', '', '', ''", ""
 	if f.Actors {
 		actorCols = "coalesce(a.username, ''), coalesce(a.impersonator, ''), coalesce(a.match, ''), coalesce(a.user_agent, '')"
@@ -169,31 +243,96 @@ func (s *Store) Feed(ctx context.Context, f Filter, limit int) ([]FeedRow, bool,
 		// planner may compute the view for every change of the range.
 		actorJoin = "LEFT JOIN LATERAL (SELECT x.username, x.impersonator, x.match, x.user_agent FROM change_actors x WHERE x.change_id = c.id AND x.change_observed_at = c.observed_at LIMIT 1) a ON true"
 	}
+	page := `SELECT * FROM changes c WHERE ` + where + ` ORDER BY ` + byKey + ` LIMIT ` + strconv.Itoa(limit+1)
+	marks := "true, 0::bigint"
+	window := f.Window
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	if slow != "" {
+		// The window: the next Window changes in the feed's order, each with its
+		// position (rn) and whether the slow conditions hold; then the matches, and the
+		// window's last row whatever it is (where the search stopped). Every step keeps
+		// the index's order, so the scan stops as soon as the page is full.
+		args["window"] = window
+		page = `SELECT * FROM (
+			SELECT c.*, ` + slow + ` AS matched, row_number() OVER (ORDER BY ` + byKey + `) AS rn
+			  FROM (SELECT * FROM changes c WHERE ` + where + ` ORDER BY ` + byKey + ` LIMIT @window) c) c
+			WHERE c.matched OR c.rn = @window
+			ORDER BY ` + byKey + ` LIMIT ` + strconv.Itoa(limit+2)
+		marks = "c.matched, c.rn"
+	}
 	sql := `SELECT c.id, c.observed_at, c.api_group, c.resource, c.namespace, c.name, c.uid, c.resource_version,
-		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, ` + actorCols + `
-		  FROM (SELECT * FROM changes c
-		         WHERE ` + where + `
-		         ORDER BY c.observed_at DESC, c.id DESC
-		         LIMIT ` + strconv.Itoa(limit+1) + `) c ` + actorJoin + `
-		 ORDER BY c.observed_at DESC, c.id DESC`
+		       c.op, coalesce(c.reason, ''), c.changed_by, c.inferred, c.snapshot, c.epoch, ` + actorCols + `, ` + marks + `
+		  FROM (` + page + `) c ` + actorJoin + `
+		 ORDER BY ` + byKey
 	rows, err := s.pool.Query(ctx, sql, args)
 	if err != nil {
-		return nil, false, s.fail("read the feed", err)
+		return FeedPage{}, s.fail("read the feed", err)
 	}
-	out, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (FeedRow, error) {
-		var r FeedRow
+	type marked struct {
+		FeedRow
+		matched bool
+		rn      int64
+	}
+	got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (marked, error) {
+		var r marked
 		err := cr.Scan(&r.ID, &r.ObservedAt, &r.Group, &r.Resource, &r.Namespace, &r.Name, &r.UID, &r.RV,
-			&r.Op, &r.Reason, &r.ChangedBy, &r.Inferred, &r.Snapshot, &r.Epoch, &r.User, &r.Impersonator, &r.Match, &r.UserAgent)
+			&r.Op, &r.Reason, &r.ChangedBy, &r.Inferred, &r.Snapshot, &r.Epoch, &r.User, &r.Impersonator, &r.Match, &r.UserAgent, &r.matched, &r.rn)
 		return r, err
 	})
 	if err != nil {
-		return nil, false, s.fail("read the feed", err)
+		return FeedPage{}, s.fail("read the feed", err)
 	}
-	more := len(out) > limit
-	if more {
-		out = out[:limit]
+	var p FeedPage
+	for _, r := range got {
+		if r.matched {
+			p.Rows = append(p.Rows, r.FeedRow)
+		}
+		if r.rn == int64(window) {
+			p.Stopped = &Key{At: r.ObservedAt, ID: r.ID}
+		}
 	}
-	return out, more, nil
+	if len(p.Rows) > limit {
+		p.Rows, p.More, p.Stopped = p.Rows[:limit], true, nil
+	}
+	if f.After > 0 {
+		slices.Reverse(p.Rows)
+	}
+	return p, nil
+}
+
+// ErrBadRegex marks a regular expression PostgreSQL refuses (CheckRegex).
+var ErrBadRegex = errors.New("invalid regular expression")
+
+// CheckRegex asks PostgreSQL, whose dialect (POSIX ARE) the name filter uses, whether re
+// is a regular expression; an error wrapping ErrBadRegex says why not.
+func (s *Store) CheckRegex(ctx context.Context, re string) error {
+	var ok bool
+	err := s.pool.QueryRow(ctx, query("regex_check"), pgx.NamedArgs{"re": re}).Scan(&ok)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "2201B" {
+		return fmt.Errorf("%w: %s", ErrBadRegex, strings.TrimPrefix(pgErr.Message, "invalid regular expression: "))
+	}
+	if err != nil {
+		return s.fail("check the regular expression", err)
+	}
+	return nil
+}
+
+// RangeCount counts the cluster's changes in [from, to) (to zero: no end), every filter
+// aside, up to limit: what a page says its filters excluded. It reads changes_feed only.
+func (s *Store) RangeCount(ctx context.Context, cluster string, from, to time.Time, limit int) (int, error) {
+	var toArg *time.Time
+	if !to.IsZero() {
+		toArg = &to
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, query("range_count"), pgx.NamedArgs{"cluster": cluster, "from": from, "to": toArg, "limit": limit}).Scan(&n)
+	if err != nil {
+		return 0, s.fail("count the range's changes", err)
+	}
+	return n, nil
 }
 
 // Count is the number of changes of a resource of one kind in a bucket of time.
@@ -211,7 +350,7 @@ func (s *Store) Counts(ctx context.Context, f Filter, step time.Duration, origin
 	sql := `SELECT date_bin(@step::interval, c.observed_at, @origin::timestamptz), c.api_group, c.resource,
 		       CASE WHEN c.op <> 'delete' THEN 'change' WHEN c.inferred THEN 'inferred' ELSE 'delete' END, count(*)
 		  FROM changes c
-		 WHERE ` + f.where(false, args) + `
+		 WHERE ` + f.counted(args) + `
 		 GROUP BY 1, 2, 3, 4`
 	rows, err := s.pool.Query(ctx, sql, args)
 	if err != nil {
@@ -226,4 +365,13 @@ func (s *Store) Counts(ctx context.Context, f Filter, step time.Duration, origin
 		return nil, s.fail("read the chart", err)
 	}
 	return out, nil
+}
+
+// counted is every condition of the filter but the keyset, for the chart's counts.
+func (f Filter) counted(args pgx.NamedArgs) string {
+	indexed, slow := f.where(false, args)
+	if slow == "" {
+		return indexed
+	}
+	return indexed + " AND " + slow
 }

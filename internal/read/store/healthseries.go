@@ -36,7 +36,7 @@ func (s *Store) HealthVersions(ctx context.Context, f Filter, resources []change
 	args := pgx.NamedArgs{"health_groups": groups, "health_resources": names}
 	sql := `SELECT c.api_group, c.resource, c.namespace, c.name, c.observed_at, c.op, c.object
 		  FROM changes c
-		 WHERE ` + f.where(false, args) + `
+		 WHERE ` + f.counted(args) + `
 		   AND (c.api_group, c.resource) IN (SELECT * FROM unnest(@health_groups::text[], @health_resources::text[]))
 		 ORDER BY c.observed_at, c.id
 		 LIMIT ` + strconv.Itoa(limit+1)

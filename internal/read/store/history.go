@@ -124,7 +124,13 @@ func deref(s *string) string {
 // store's cluster (any sink), with the kind of one of its objects ("" when it has none),
 // ordered by group and resource: what a name given on the command line can mean.
 func (s *Store) RecordedResources(ctx context.Context) ([]change.Resource, error) {
-	return collect(ctx, s, "read the recorded resources", "recorded_resources", pgx.NamedArgs{"cluster": s.cluster},
+	return s.RecordedResourcesOf(ctx, s.cluster)
+}
+
+// RecordedResourcesOf is RecordedResources of the named cluster (the web UI's pages name
+// theirs).
+func (s *Store) RecordedResourcesOf(ctx context.Context, cluster string) ([]change.Resource, error) {
+	return collect(ctx, s, "read the recorded resources", "recorded_resources", pgx.NamedArgs{"cluster": cluster},
 		func(row pgx.CollectableRow) (change.Resource, error) {
 			var r change.Resource
 			err := row.Scan(&r.Group, &r.Resource, &r.Kind)

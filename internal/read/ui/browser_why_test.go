@@ -180,12 +180,12 @@ func TestInABrowserBeforeItBrokeNamesTheConfigMapEditItsUserAndClientWithADiff(t
 func TestTheFeedReadsTheAuditUserAgentBesideTheUser(t *testing.T) {
 	w := theWorld(t)
 	withActors(t)
-	rows, _, err := st.Feed(testCtx(t), store.Filter{Cluster: cluster, From: time.Now().Add(-24 * time.Hour), Namespace: w.ns, Actors: true}, 50)
+	fp, err := st.Feed(testCtx(t), store.Filter{Cluster: cluster, From: time.Now().Add(-24 * time.Hour), Namespace: w.ns, Actors: true}, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range rows {
+	for _, r := range fp.Rows {
 		if r.Name == w.appID || r.Name == "parent" {
 			got = append(got, r.Name+" "+r.Op+" "+r.User+" "+r.UserAgent)
 		}
@@ -193,6 +193,17 @@ func TestTheFeedReadsTheAuditUserAgentBesideTheUser(t *testing.T) {
 	want := []string{"parent create  ", "app-config update alice@example.com kubectl/v1.36.5", "app-config create alice@example.com kubectl/v1.36.5"}
 	if !slices.Equal(got, want) {
 		t.Errorf("the feed of %s reads\n  %q\nwant\n  %q", w.ns, got, want)
+	}
+	// The timeline shows the client beside the user (the whole user agent as its title).
+	_, body := get(t, newServer(t, nil), "/?ns="+w.ns+"&name=="+w.appID)
+	rows := feedRows(t, body)
+	if len(rows) != 2 {
+		t.Errorf("the timeline of %s's exact name shows %d rows, want its 2 versions", w.appID, len(rows))
+	}
+	for _, r := range rows {
+		if r.user != "alice@example.com" || r.client != "kubectl/v1.36.5" {
+			t.Errorf("the timeline's row %+v: want user alice@example.com, client kubectl/v1.36.5", r)
+		}
 	}
 }
 

@@ -10,10 +10,19 @@
 // links) and the embedded favicon.
 //   - / the timeline: changes per minute, hour or day in the range, stacked by resource,
 //     deletes and inferred deletes apart; below it the feed of that range, newest first
-//     (observed_at DESC, id DESC), keyset paginated (before=ID&before_at=TIME, the last
-//     row shown; migration 015 has an index per filter), filtered by cluster,
-//     namespace, resource, name, op, snapshot/inferred/observed and, when actors exist,
-//     user. The chart's counts come from /chart.json (the same parameters), which the
+//     (observed_at DESC, id DESC), keyset paginated both ways (before=ID&before_at=TIME
+//     below the last row shown, after=ID&after_at=TIME above the first, which returns
+//     to the page before), filtered by cluster, namespace, resource, name, op,
+//     snapshot/inferred/observed and, when actors exist, user. The filters read what a
+//     person types: resource a plural, kubectl short name or kind, resolved against the
+//     recorded resources (resolve.go; unknown is a 400 listing them); name a substring
+//     (any case), PREFIX*, =EXACT or ~REGEX (PostgreSQL's, any case; checked by
+//     PostgreSQL first, invalid is a 400 naming the parameter and why); user a
+//     substring. A name that is not exact, and the user, no index serves: the store
+//     checks them on at most store.DefaultWindow changes a page and the page says where
+//     it stopped, "older →" searching on. An empty page with filters set says how many
+//     changes of the range they excluded (counted up to 10,000), not that the range is
+//     empty. The chart's counts come from /chart.json (the same parameters), which the
 //     page fetches, so the feed never waits for a long range's counts. The chart is drawn by uPlot (static/uPlot.*, built by `make ui-assets` from
 //     web/package-lock.json) and static/timeline.js; without JavaScript the feed, the
 //     range presets and the filters still work. A resource's colour is a hash of its name
@@ -38,10 +47,14 @@
 //     same as `kube-cdc history` (internal/read/history) from the same read
 //     (store.History: object_versions(), migration 020); owners and children when the
 //     relation view `owners` exists; its Kubernetes Events when the events table does.
-//   - /asof a namespace's objects of a resource at a moment, when as_of() exists; at is
+//   - /asof a namespace's objects of a resource at a moment, when as_of() exists, in
+//     kubectl get's columns for the kind (internal/read/columns, which `kube-cdc as-of`
+//     prints too), AGE counted to the moment, each row coloured by its health then; at is
 //     read by internal/moment as `kube-cdc as-of` reads its TIME (now, the default;
-//     15m; RFC 3339), and the page shows the moment read and the row count; a name links
-//     the version shown then (/object…#vID, which the browser opens if collapsed).
+//     15m; RFC 3339), resource as the feed's filter reads it, and the page shows the
+//     moment read and the row count; a name links the version shown then
+//     (/object…#vID, which the browser opens if collapsed). Long values wrap, or come
+//     cut with "…" and whole in their title: no page is wider than the window.
 //   - /why what changed before an object broke (resource, ns, name; at read by
 //     internal/moment, now by default; window, 30m by default): the same read as `kube-cdc
 //     why` (store.Why with Objects: why() of migration 019 and object_versions() of 020

@@ -6,13 +6,24 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // tz=Europe/Berlin works in the scratch image, which has no zoneinfo
+
+	"github.com/kube-cdc/kube-cdc/internal/read/history"
 )
 
 // funcs are the templates' helpers. None returns template.HTML: every value is escaped.
 var funcs = template.FuncMap{
 	"when":  when,
 	"resid": resourceID,
+	"lower": strings.ToLower,
 	"sub":   func(a, b float64) float64 { return max(a-b, 0) },
+	// visible shows a character that is invisible or reorders text as a marker, as
+	// history does (a user or user agent can hold any).
+	"visible": history.Visible,
+	// client is a user agent's first word, its client: "kubectl/v1.36.5".
+	"client": func(userAgent string) string {
+		c, _, _ := strings.Cut(userAgent, " ")
+		return history.Visible(c)
+	},
 }
 
 // timeLayout is how every page shows a moment: 24-hour, to the millisecond, with the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 )
 
 // One apiserver, one PostgreSQL database and one kube-cdc daemon (the real binary,
-// streaming ConfigMaps, Secrets, Pods and Services into the database) serve every test of the package;
+// streaming ConfigMaps, Secrets, Pods, Services and Deployments into the database) serve every test of the package;
 // each test writes in namespaces of its own. The tests do not run in parallel: one of
 // them hides or adds views in the shared schema for a while.
 var (
@@ -79,7 +80,7 @@ func mainWithServers(m *testing.M) int {
 	}
 	runUI = fmt.Sprintf("127.0.0.1:%d", port)
 	cfgPath = filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`cluster: %s
+	config := fmt.Sprintf(`cluster: %s
 kubernetes:
   kubeconfig: %q
 resources:
@@ -87,6 +88,7 @@ resources:
   - name: secrets
   - name: pods
   - name: services
+  - name: deployments.apps
 sinks:
   - name: warehouse
     type: postgres
@@ -96,7 +98,8 @@ metrics:
   address: ""
 ui:
   address: %q
-`, cluster, kube.Kubeconfig, dsn, runUI)), 0o600); err != nil {
+`, cluster, kube.Kubeconfig, dsn, runUI)
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -121,11 +124,14 @@ ui:
 	}
 	defer st.Close()
 	pool = st.Pool()
-	// The daemon has migrated and written its first checkpoints once it has any.
+	// The daemon has migrated and synced once it has a checkpoint of every resource: a
+	// test's objects written before a resource's first LIST ends would arrive as one
+	// snapshot, not as the creates and updates the tests expect.
+	resources := strings.Count(config[strings.Index(config, "\nresources:"):strings.Index(config, "\nsinks:")], "- name: ")
 	for {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM kube_cdc.checkpoints WHERE cluster = $1`, cluster).Scan(&n)
-		if err == nil && n >= 2 {
+		if err == nil && n >= resources {
 			break
 		}
 		if ctx.Err() != nil {

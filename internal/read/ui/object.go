@@ -2,18 +2,14 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
 	"github.com/kube-cdc/kube-cdc/internal/health"
-	"github.com/kube-cdc/kube-cdc/internal/moment"
 	"github.com/kube-cdc/kube-cdc/internal/read/history"
 	"github.com/kube-cdc/kube-cdc/internal/read/store"
 )
@@ -228,113 +224,4 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	op.finish()
 	s.render(w, "object", op)
-}
-
-// asOfPage is a resource's objects in a namespace as they were at a moment, as as_of()
-// (migration 013) returns them: its columns are shown as they come.
-type asOfPage struct {
-	page
-	At, Resource, Namespace string
-	Parsed                  time.Time // the moment At was read as
-	ParsedText              string    // Parsed in the page's zone
-	Resources               []string
-	Columns                 []string
-	Rows                    [][]cell
-	Truncated               bool
-	Asked                   bool
-}
-
-type cell struct {
-	Text, URL string
-	Title     string // the whole text, for a cell the page cuts to its column's width
-}
-
-// cellTitleFrom is the length from which a cell carries its text as a title too: the page
-// cuts cells to a width (ui.css), and the title shows what was cut.
-const cellTitleFrom = 40
-
-const asOfLimit = 500
-
-func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
-	p, err := s.frame(r, "As of")
-	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
-		return
-	}
-	q := r.URL.Query()
-	ap := asOfPage{page: p, At: strings.TrimSpace(q.Get("at")), Resource: q.Get("resource"), Namespace: q.Get("ns")}
-	if ap.At == "" {
-		ap.At = "now"
-	}
-	if ap.Resources, err = s.resources(r.Context(), p.Cluster); err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
-		return
-	}
-	if !p.Features.AsOf || ap.Resource == "" {
-		ap.finish()
-		s.render(w, "asof", ap)
-		return
-	}
-	// As `kube-cdc as-of` reads its TIME: now, RFC 3339, or a duration back (15m, 2h).
-	at, err := moment.Parse(ap.At, s.o.Now())
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("at %w", err))
-		return
-	}
-	ap.Parsed, ap.ParsedText = at, when(at, p.Zone)
-	ap.Asked = true
-	group, resource := parseResource(ap.Resource)
-	cols, rows, more, err := s.o.Store.AsOfTable(r.Context(), p.Cluster,
-		store.AsOfQuery{At: at, Group: group, Resource: resource, Namespace: ap.Namespace, AllNamespaces: ap.Namespace == ""}, asOfLimit)
-	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
-		return
-	}
-	ap.Columns, ap.Truncated = cols, more
-	nsCol, nameCol, changeCol := slices.Index(cols, "namespace"), slices.Index(cols, "name"), slices.Index(cols, "change_id")
-	for _, vals := range rows {
-		cells := make([]cell, len(vals))
-		for i, v := range vals {
-			cells[i] = cell{Text: cellText(v)}
-			if len(cells[i].Text) > cellTitleFrom {
-				cells[i].Title = cells[i].Text
-			}
-		}
-		if nameCol >= 0 {
-			namespace := ap.Namespace
-			if nsCol >= 0 {
-				namespace = cells[nsCol].Text
-			}
-			cells[nameCol].URL = objectURL(p.Cluster, group, resource, namespace, cells[nameCol].Text)
-			if changeCol >= 0 && cells[changeCol].Text != "" {
-				// The version shown at that moment, on the object's page (its article's id).
-				cells[nameCol].URL += "#v" + cells[changeCol].Text
-			}
-		}
-		ap.Rows = append(ap.Rows, cells)
-	}
-	ap.finish()
-	s.render(w, "asof", ap)
-}
-
-// cellText shows a value of any column; long ones (objects) are cut.
-func cellText(v any) string {
-	var t string
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		t = x
-	case time.Time:
-		t = history.FormatTime(x)
-	case map[string]any, []any:
-		b, _ := json.Marshal(x)
-		t = string(b)
-	default:
-		t = fmt.Sprint(x)
-	}
-	if len(t) > 200 {
-		t = t[:200] + "…"
-	}
-	return t
 }

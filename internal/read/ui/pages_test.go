@@ -25,11 +25,13 @@ import (
 type feedRow struct {
 	id                                      int64
 	at, op, resource, namespace, name, user string // at: the observed time as shown, which sorts as text
+	client                                  string // the client of the user's user agent, shown beside the user
 }
 
 var rowRE = regexp.MustCompile(`(?s)<tr class="op-(\w+)[^"]*" data-id="(\d+)">(.*?)</tr>`)
 var cellRE = regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
 var tagRE = regexp.MustCompile(`<[^>]+>`)
+var agentRE = regexp.MustCompile(`<small class="agent" title="[^"]*">([^<]*)</small>`)
 
 func feedRows(t *testing.T, body string) []feedRow {
 	t.Helper()
@@ -43,6 +45,10 @@ func feedRows(t *testing.T, body string) []feedRow {
 		r := feedRow{id: id, at: text(0), op: m[1], resource: text(2), namespace: text(3), name: text(4)}
 		if len(cells) == 9 {
 			r.user = text(7)
+			if agent := agentRE.FindStringSubmatch(cells[7][1]); agent != nil {
+				r.client = agent[1]
+				r.user = strings.TrimSpace(strings.TrimSuffix(r.user, agent[1]))
+			}
 		}
 		out = append(out, r)
 	}

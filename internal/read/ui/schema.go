@@ -37,7 +37,7 @@ type page struct {
 // frame reads what every page needs: the schema's features, the clusters, and the
 // cluster the URL names (or the default).
 func (s *Server) frame(r *http.Request, title string) (page, error) {
-	p := page{Title: title, Status: s.o.Status != nil, start: s.o.Now(), Path: r.URL.Path}
+	p := page{Title: title, Status: s.o.Status != nil, start: time.Now(), Path: r.URL.Path} // the real clock: Elapsed is a duration, Options.Now may be a test's moment
 	if s.o.TrustedHeader != "" {
 		p.User = r.Header.Get(s.o.TrustedHeader)
 	}

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,18 +21,40 @@ type filter struct {
 	Range                                     string // a preset back from now ("1h"), when From/To are not given
 	TZ                                        string // the zone times are shown in: "" for UTC, else an IANA name
 	From, To                                  time.Time
-	// The keyset: only rows below (BeforeAt, Before) in (observed_at, id) order; Before 0:
-	// the newest page.
+	// The keyset: only rows below (BeforeAt, Before) in (observed_at, id) order (an older
+	// page), or above (AfterAt, After) (a newer page); both 0: the newest page.
 	Before   int64
 	BeforeAt time.Time
+	After    int64
+	AfterAt  time.Time
+}
+
+// filtered reports whether any filter but the range is set.
+func (f filter) filtered() bool {
+	return f.Namespace != "" || f.Resource != "" || f.Name != "" || f.Op != "" || f.Flag != "" || f.User != ""
+}
+
+// nameMatch reads the name filter's syntax: "~RE" a regular expression (PostgreSQL's,
+// case-insensitive), "=NAME" the exact name, "PREFIX*" a prefix, anything else a
+// substring (case-insensitive).
+func nameMatch(name string) (string, store.NameMatch) {
+	switch {
+	case strings.HasPrefix(name, "~"):
+		return name[1:], store.NameRegex
+	case strings.HasPrefix(name, "="):
+		return name[1:], store.NameExact
+	case strings.HasSuffix(name, "*"):
+		return strings.TrimSuffix(name, "*"), store.NamePrefix
+	}
+	return name, store.NameSubstring
 }
 
 // Presets are the range links; the first is the default.
 var presets = []string{"1h", "15m", "6h", "24h", "7d", "30d"}
 
 func parseFilter(q url.Values, now time.Time) (filter, error) {
-	f := filter{Namespace: q.Get("ns"), Resource: q.Get("resource"), Name: q.Get("name"), Op: q.Get("op"),
-		Flag: q.Get("flag"), User: q.Get("user"), Range: q.Get("range")}
+	f := filter{Namespace: strings.TrimSpace(q.Get("ns")), Resource: strings.TrimSpace(q.Get("resource")), Name: strings.TrimSpace(q.Get("name")),
+		Op: q.Get("op"), Flag: q.Get("flag"), User: strings.TrimSpace(q.Get("user")), Range: q.Get("range")}
 	loc, err := zone(q.Get("tz"))
 	if err != nil {
 		return f, err
@@ -94,6 +117,20 @@ func parseFilter(q url.Values, now time.Time) (filter, error) {
 		}
 		f.BeforeAt = at
 	}
+	if a := q.Get("after"); a != "" {
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || n <= 0 {
+			return f, fmt.Errorf("after %q: want a change id", a)
+		}
+		at, err := time.Parse(time.RFC3339Nano, q.Get("after_at"))
+		if err != nil {
+			return f, fmt.Errorf("after_at %q: want the RFC 3339 time of the change after", q.Get("after_at"))
+		}
+		if f.Before > 0 {
+			return f, errors.New("before and after: want one of them (an older or a newer page)")
+		}
+		f.After, f.AfterAt = n, at
+	}
 	return f, nil
 }
 
@@ -140,8 +177,35 @@ func (f filter) values(cluster string, withRange bool) url.Values {
 // selects is the filter as the store reads it, for cluster.
 func (f filter) selects(cluster string, actors bool) store.Filter {
 	g, r := parseResource(f.Resource)
+	name, match := nameMatch(f.Name)
 	return store.Filter{Cluster: cluster, From: f.From, To: f.To, Namespace: f.Namespace, Group: g, Resource: r,
-		Name: f.Name, Op: f.Op, Flag: f.Flag, User: f.User, Actors: actors, Before: f.Before, BeforeAt: f.BeforeAt}
+		Name: name, NameMatch: match, Op: f.Op, Flag: f.Flag, User: f.User, Actors: actors,
+		Before: f.Before, BeforeAt: f.BeforeAt, After: f.After, AfterAt: f.AfterAt}
+}
+
+// check reads the filter's resource as a person types it (a plural, short name or kind:
+// resolveResource) into the id the pages use, and asks PostgreSQL whether a regular
+// expression of the name filter is one: either wrong is the request's fault.
+func (s *Server) check(ctx context.Context, cluster string, f *filter) (code int, err error) {
+	if f.Resource != "" {
+		res, err := s.resolveResource(ctx, cluster, f.Resource)
+		if err != nil {
+			if errors.Is(err, errUnknownResource) {
+				return http.StatusBadRequest, err
+			}
+			return http.StatusInternalServerError, err
+		}
+		f.Resource = res.ID()
+	}
+	if name, match := nameMatch(f.Name); match == store.NameRegex && name != "" {
+		if err := s.o.Store.CheckRegex(ctx, name); err != nil {
+			if errors.Is(err, store.ErrBadRegex) {
+				return http.StatusBadRequest, fmt.Errorf("name %q: %w", f.Name, err)
+			}
+			return http.StatusInternalServerError, err
+		}
+	}
+	return 0, nil
 }
 
 // row is one change in the feed, with its object page.
@@ -150,16 +214,16 @@ type row struct {
 	URL string
 }
 
-func (s *Server) feed(ctx context.Context, cluster string, f filter, actors bool) ([]row, bool, error) {
-	rows, more, err := s.o.Store.Feed(ctx, f.selects(cluster, actors), s.o.PageSize)
+func (s *Server) feed(ctx context.Context, cluster string, f filter, actors bool) ([]row, store.FeedPage, error) {
+	p, err := s.o.Store.Feed(ctx, f.selects(cluster, actors), s.o.PageSize)
 	if err != nil {
-		return nil, false, err
+		return nil, p, err
 	}
-	out := make([]row, len(rows))
-	for i, r := range rows {
+	out := make([]row, len(p.Rows))
+	for i, r := range p.Rows {
 		out[i] = row{FeedRow: r, URL: objectURL(cluster, r.Group, r.Resource, r.Namespace, r.Name)}
 	}
-	return out, more, nil
+	return out, p, nil
 }
 
 // chart is the data of the timeline's chart: buckets of Step seconds starting at T, one
@@ -284,8 +348,17 @@ type timelinePage struct {
 	Presets   []presetLink
 	Resources []string
 	Rows      []row
-	Next      string // the next page's URL; "" on the last
+	Next      string // the next (older) page's URL; "" on the last
+	Newer     string // the newer page's URL (the page before), when this is not the newest
 	First     string // the newest page's URL, when this is not it
+	// Excluded, when the page is empty and filters are set, counts the range's changes
+	// the filters excluded (up to excludedCap; ExcludedMore when there are more).
+	Excluded     int
+	ExcludedMore bool
+	// Stopped, when not zero: the name or user search read store.DefaultWindow changes
+	// and stopped at this moment; Next continues it.
+	Stopped   time.Time
+	Window    int
 	Permalink string // this view with an absolute range
 	ChartURL  string // the chart's data, which timeline.js fetches: counting a long range takes longer than a page of the feed
 	FromText  string
@@ -295,6 +368,10 @@ type timelinePage struct {
 	// timeline.js turns into the browser's zone name).
 	UTCURL, LocalURL string
 }
+
+// excludedCap is how far the count of the changes a filter excluded goes: past it the
+// page says "more than".
+const excludedCap = 10000
 
 type presetLink struct {
 	Label, URL string
@@ -313,28 +390,63 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	tp := timelinePage{page: p, Filter: f}
+	if code, err := s.check(r.Context(), p.Cluster, &f); err != nil {
+		s.fail(w, r, code, err)
+		return
+	}
+	tp := timelinePage{page: p, Filter: f, Window: store.DefaultWindow}
 	actors := p.Features.Actors
 	if tp.Resources, err = s.resources(r.Context(), p.Cluster); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	var more bool
-	if tp.Rows, more, err = s.feed(r.Context(), p.Cluster, f, actors); err != nil {
+	var fp store.FeedPage
+	if tp.Rows, fp, err = s.feed(r.Context(), p.Cluster, f, actors); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
+	}
+	if len(tp.Rows) == 0 && fp.Stopped == nil && f.filtered() && f.Before == 0 && f.After == 0 {
+		n, err := s.o.Store.RangeCount(r.Context(), p.Cluster, f.From, f.To, excludedCap+1)
+		if err != nil {
+			s.fail(w, r, http.StatusInternalServerError, err)
+			return
+		}
+		tp.Excluded, tp.ExcludedMore = min(n, excludedCap), n > excludedCap
 	}
 	w.Header().Set("Server-Timing", fmt.Sprintf("feed;dur=%.1f", float64(time.Since(p.start).Microseconds())/1000))
 	tp.ChartURL = "/chart.json?" + r.URL.RawQuery
 	base := f.values(p.Cluster, true)
-	if more {
+	keyed := func(dir string, k store.Key) string {
 		v := f.values(p.Cluster, true)
-		last := tp.Rows[len(tp.Rows)-1]
-		v.Set("before", strconv.FormatInt(last.ID, 10))
-		v.Set("before_at", last.ObservedAt.UTC().Format(time.RFC3339Nano))
-		tp.Next = "/?" + v.Encode()
+		v.Set(dir, strconv.FormatInt(k.ID, 10))
+		v.Set(dir+"_at", k.At.UTC().Format(time.RFC3339Nano))
+		return "/?" + v.Encode()
 	}
-	if f.Before > 0 {
+	var newest, oldest store.Key
+	if len(tp.Rows) > 0 {
+		newest = store.Key{At: tp.Rows[0].ObservedAt, ID: tp.Rows[0].ID}
+		oldest = store.Key{At: tp.Rows[len(tp.Rows)-1].ObservedAt, ID: tp.Rows[len(tp.Rows)-1].ID}
+	}
+	if fp.Stopped != nil {
+		tp.Stopped = fp.Stopped.At
+	}
+	// Older: below this page's oldest row, or below where a search stopped; newer: above
+	// its newest row, or above where a search upwards stopped. Each is keyset, so Newer
+	// from an older page returns to the page before it.
+	upward := f.After > 0
+	switch {
+	case !upward && fp.Stopped != nil:
+		tp.Next = keyed("before", *fp.Stopped)
+	case !upward && fp.More, upward && len(tp.Rows) > 0:
+		tp.Next = keyed("before", oldest)
+	}
+	switch {
+	case upward && fp.Stopped != nil:
+		tp.Newer = keyed("after", *fp.Stopped)
+	case upward && fp.More, f.Before > 0 && len(tp.Rows) > 0:
+		tp.Newer = keyed("after", newest)
+	}
+	if f.Before > 0 || f.After > 0 {
 		tp.First = "/?" + base.Encode()
 	}
 	abs := f
@@ -346,6 +458,10 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	if f.Before > 0 {
 		pl.Set("before", strconv.FormatInt(f.Before, 10))
 		pl.Set("before_at", f.BeforeAt.UTC().Format(time.RFC3339Nano))
+	}
+	if f.After > 0 {
+		pl.Set("after", strconv.FormatInt(f.After, 10))
+		pl.Set("after_at", f.AfterAt.UTC().Format(time.RFC3339Nano))
 	}
 	tp.Permalink = "/?" + pl.Encode()
 	for _, pr := range presets {
@@ -402,6 +518,10 @@ func (s *Server) chartJSON(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cl = p.Cluster
+	}
+	if code, err := s.check(r.Context(), cl, &f); err != nil {
+		http.Error(w, err.Error(), code)
+		return
 	}
 	c, err := s.chart(r.Context(), cl, f, feats.Actors, start)
 	if err != nil {
