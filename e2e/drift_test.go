@@ -192,6 +192,7 @@ func regexpRow(out string, listed, written int) bool {
 // record, logged and counted as drift "missing". Resyncs before it, and of the other
 // keys, produce nothing.
 func TestAKeyTombstonedInKafkaBehindKubeCDCsBackIsRestoredByTheNextResyncWithTheKafkaCheckpointStore(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns, sig := namespace(t, "kdrift"), namespace(t, "kdrift-sig")
 	k := testenv.NewKafka(t)

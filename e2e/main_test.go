@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -69,22 +70,26 @@ func mainWithServers(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "kube-cdc")
-	if err := testenv.GoBuild(binary, "./cmd/kube-cdc"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	// The build and the two servers start at once: each mostly waits (on the linker, on
+	// etcd and the apiserver's post-start hooks, on initdb).
+	var wg sync.WaitGroup
+	var buildErr, kubeErr, pgErr error
+	wg.Go(func() { buildErr = testenv.GoBuild(binary, "./cmd/kube-cdc") })
 	// The apiserver's defaults (history kept ~5 min); tests that need the history gone
 	// call ExpireHistory.
-	if kube, err = testenv.StartKube(ctx, testenv.KubeOptions{}); err != nil {
+	wg.Go(func() { kube, kubeErr = testenv.StartKube(ctx, testenv.KubeOptions{}) })
+	wg.Go(func() { pg, pgErr = testenv.StartPostgres(ctx) })
+	wg.Wait()
+	if kubeErr == nil {
+		defer kube.Stop()
+	}
+	if pgErr == nil {
+		defer pg.Stop()
+	}
+	if err := errors.Join(buildErr, kubeErr, pgErr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer kube.Stop()
-	if pg, err = testenv.StartPostgres(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer pg.Stop()
 	return m.Run()
 }
 

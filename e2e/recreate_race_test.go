@@ -29,6 +29,7 @@ import (
 // Every recreated key's history must then hold, in PostgreSQL and in Kafka, a delete of
 // each old uid before the create of its successor; the sink's row is the newest uid.
 func TestAKeyRecreatedDuringARelistGetsTheOldUIDsDeleteBeforeTheNewUIDsCreateInEverySink(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	for _, tc := range []struct {
 		name string
 		// scope is the configmaps resource's YAML, given the two namespaces and the label.

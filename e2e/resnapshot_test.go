@@ -149,6 +149,7 @@ func TestAResnapshotAskedWithTheStandbysConfigIsAnsweredByTheLeaderAndOneAskedWh
 // exactly one snapshot record ("r", source.snapshot true) per object, at its current
 // version, before the command returns.
 func TestAResnapshotWritesNothingToKafkaAndWithFullOneSnapshotRecordPerObject(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns, sig := namespace(t, "rsnapk"), namespace(t, "rsnapk-sig")
 	k := testenv.NewKafka(t)
 	cm := configMaps(t, ns)

@@ -221,6 +221,7 @@ func sampleWatermark(t *testing.T, a *ackedWrites, sample func() (uint64, map[ac
 }
 
 func TestThePostgresWatermarkIsNeverAheadOfAWriteTheApiserverAcknowledged(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "pg")
 	dsn := pg.NewDatabase(t)
 	start(t, "run", "-c", pgConfig(t, dsn, fmt.Sprintf("  - name: configmaps\n    namespaces: [%s]\n", ns), ""))
@@ -291,6 +292,7 @@ type resolvedRecord struct {
 }
 
 func TestTheKafkaResolvedRecordIsNeverAheadOfAWriteTheApiserverAcknowledged(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	k := testenv.NewKafka(t)
 	ns := namespace(t, "kafka")
 	cfg := kafkaCfg{brokers: k.Addr(), ns: ns, kafka: "      resolvedInterval: 20ms\n",
@@ -387,6 +389,7 @@ func TestTheKafkaResolvedRecordIsNeverAheadOfAWriteTheApiserverAcknowledged(t *t
 }
 
 func TestTheStdoutSinkPrintsAResolvedLineAfterTheChangesItCoversWhenAsked(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	ns := namespace(t, "out")
 	cfg := writeConfig(t, fmt.Sprintf(`cluster: e2e

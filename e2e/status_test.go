@@ -141,6 +141,7 @@ func undocumentedKeys(v any) []string {
 }
 
 func TestStatusAsJSONIsWhatThePostgresSinkHoldsWithEachScopeShownByItsContent(t *testing.T) {
+	t.Parallel() // shares only what no test restarts; see main_test.go
 	ctx := context.Background()
 	nsA, nsB := namespace(t, "a"), namespace(t, "b")
 	createConfigMaps(t, nsA, 0, 3, nil) // labelled app=e2e

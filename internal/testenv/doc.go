@@ -20,5 +20,8 @@
 //
 // Start-up costs seconds, so share one environment per test package where tests do not
 // interfere: start it in TestMain with the Start* functions, and give each test its own
-// namespace, database or topic.
+// namespace, database or topic. A database every test prepares alike (migrated) is
+// prepared once in a Template (Postgres.NewTemplate) and copied per test. A private
+// server's test databases are not dropped: a test's end ends its connections, and Stop
+// removes the server with its databases.
 package testenv

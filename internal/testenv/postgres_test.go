@@ -121,3 +121,43 @@ func execSQL(t *testing.T, ctx context.Context, dsn, sql string) {
 		t.Fatal(err)
 	}
 }
+
+// A template is prepared once, on first use; each copy starts with what preparing left
+// and is a database of its own.
+func TestATemplatesCopiesEachStartFromThePreparedDatabaseWhichIsPreparedOnce(t *testing.T) {
+	pg := sharedPostgres(t)
+	prepared := 0
+	tm := pg.NewTemplate(func(ctx context.Context, dsn string) error {
+		prepared++
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('prepared')")
+		return err
+	})
+	defer tm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := tm.NewDatabase(t), tm.NewDatabase(t)
+	if a == b {
+		t.Fatalf("two copies share the DSN %s", a)
+	}
+	if prepared != 1 {
+		t.Errorf("prepared %d times, want once", prepared)
+	}
+	execSQL(t, ctx, a, "INSERT INTO kept VALUES ('in a')")
+	for dsn, want := range map[string]string{a: "in a,prepared", b: "prepared"} {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = conn.QueryRow(ctx, "SELECT string_agg(v, ',' ORDER BY v) FROM kept").Scan(&got)
+		conn.Close(ctx)
+		if err != nil || got != want {
+			t.Errorf("%s: kept = %q (%v), want %q", conn.Config().Database, got, err, want)
+		}
+	}
+}

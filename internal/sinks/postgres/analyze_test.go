@@ -15,6 +15,7 @@ import (
 // which autovacuum never analyzes, and the partition that took the rows) get statistics
 // from the sink itself. Autovacuum is off for these tables, so nothing else gives them any.
 func TestABulkLoadLeavesStatisticsBehindItWithoutWaitingForAutovacuum(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{})
 	conn, err := pgx.Connect(ctx, dsn)
@@ -89,6 +90,7 @@ func TestABulkLoadLeavesStatisticsBehindItWithoutWaitingForAutovacuum(t *testing
 // EnsurePartitions create are analyzed at once, empty, so plans know them empty (a
 // never-analyzed table is assumed to hold ten pages of rows).
 func TestEveryPartitionOfChangesIsAnalyzedWhenCreated(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{})
 	conn, err := pgx.Connect(ctx, dsn)

@@ -33,6 +33,7 @@ func asOfAt(t *testing.T, s *Sink, at time.Time) []string {
 // versions observed by then, in observation order, across an epoch whose RVs go back, an
 // inferred delete, a recreated key and retention.
 func TestAsOfShowsTheNewestVersionObservedByEachMomentAcrossEpochsDeletesAndRecreates(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	base := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }

@@ -112,6 +112,7 @@ func check(t *testing.T, what string, got []actorRow, want ...string) {
 }
 
 func TestChangeActorsJoinsExactlyByKeyAndResponseRVAndAPatchThatChangedNothingAttachesToNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-time.Minute).UTC()
@@ -145,6 +146,7 @@ func TestChangeActorsJoinsExactlyByKeyAndResponseRVAndAPatchThatChangedNothingAt
 }
 
 func TestChangeActorsJoinsDeletesByUIDAndAGracefulDeletesUpdateToItsDelete(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-time.Minute).UTC()
@@ -175,6 +177,7 @@ func TestChangeActorsJoinsDeletesByUIDAndAGracefulDeletesUpdateToItsDelete(t *te
 }
 
 func TestChangeActorsNearestIsByKeyVerbAndTimeAndNeverAcrossUIDs(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-time.Minute).UTC()
@@ -211,6 +214,7 @@ func TestChangeActorsNearestIsByKeyVerbAndTimeAndNeverAcrossUIDs(t *testing.T) {
 // create even where the next write lies nearer its observation (CI saw the update's user
 // on a create), and never by a write of another uid.
 func TestChangeActorsNearestHoldsWhenKubeCDCObservedABurstLate(t *testing.T) {
+	t.Parallel()
 	type write struct {
 		id, verb, user string
 		after          time.Duration // after the burst's first write
@@ -258,6 +262,7 @@ func TestChangeActorsNearestHoldsWhenKubeCDCObservedABurstLate(t *testing.T) {
 }
 
 func TestHistoryFunctionCarriesTheActor(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-time.Minute).UTC()
@@ -284,6 +289,7 @@ func TestHistoryFunctionCarriesTheActor(t *testing.T) {
 // history() looks actors up only for the clusters with an audit event of the key; a
 // deletecollection's event names no object (name ”), and still makes its delete's actor.
 func TestHistoryFunctionNamesTheActorOfADeleteByDeletecollection(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-time.Minute).UTC()
@@ -311,6 +317,7 @@ func TestHistoryFunctionNamesTheActorOfADeleteByDeletecollection(t *testing.T) {
 }
 
 func TestAuditLogPositionsAreStoredWithTheirEventsPerReader(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	a, b := store.ForReader("node-a"), store.ForReader("node-b")
@@ -350,6 +357,7 @@ func sinkWithAudit(t *testing.T) (*Sink, *auditstore.Store, string) {
 }
 
 func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, store, dsn := sinkWithAudit(t)
 	conn := connect(t, dsn)
@@ -412,6 +420,7 @@ func TestRetentionDeletesTheClustersAuditEventsReceivedBeforeTheCutoffInChunks(t
 // event of its own epoch, the new history's one even when it completed before the epoch
 // was detected (migration 014).
 func TestChangeActorsJoinsWithinTheChangesEpoch(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-10 * time.Minute).UTC()
@@ -449,6 +458,7 @@ func TestChangeActorsJoinsWithinTheChangesEpoch(t *testing.T) {
 // claim may) is stored with U+FFFD in their place, and its batch with it: text cannot hold
 // them, and a failed batch would fail again at every re-send.
 func TestAnEventWithANULByteOrInvalidUTF8IsStoredWithItsBatch(t *testing.T) {
+	t.Parallel()
 	store, conn := actorsDB(t)
 	now := time.Now()
 	bad := ev("bad", "update", "cm", "dev\x00a", now)
@@ -478,6 +488,7 @@ func TestAnEventWithANULByteOrInvalidUTF8IsStoredWithItsBatch(t *testing.T) {
 // does, looking it up only for a key with an audit event, a deletecollection of its
 // namespace included: the delete made by one has its user, a key with no event none.
 func TestHistoryReadsEachVersionsActorIncludingADeletecollections(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, store, _ := sinkWithAudit(t)
 	write(t, s, batch(10, cm("f", "uid-f", 10, change.OpCreate), cm("q", "uid-q", 10, change.OpCreate), cm("quiet", "uid-quiet", 10, change.OpCreate)))
@@ -514,6 +525,7 @@ func TestHistoryReadsEachVersionsActorIncludingADeletecollections(t *testing.T) 
 // function exact_actor), so they name the same actor, within the change's epoch too: an
 // event of the old history that answered the same RV is not the new change's actor.
 func TestExactActorsNamesWhatTheViewJoinsExactlyWithinTheEpoch(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	store, conn := actorsDB(t)
 	t0 := time.Now().Add(-10 * time.Minute).UTC()

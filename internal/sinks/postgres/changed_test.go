@@ -54,6 +54,7 @@ func changedRows(t *testing.T, dsn, name string) []changedRow {
 // previous version taken with the noise in it) stores a diff against a version history
 // does not show, and the test fails.
 func TestAWatchUpdatesChangedPathsAreStoredWhenWrittenAndEqualTheDiffAgainstThePreviousRow(t *testing.T) {
+	t.Parallel()
 	for _, size := range writeModes {
 		t.Run(size.name, func(t *testing.T) { changedPathsStory(t, size, Options{}) })
 	}
@@ -62,6 +63,7 @@ func TestAWatchUpdatesChangedPathsAreStoredWhenWrittenAndEqualTheDiffAgainstTheP
 // With changedPaths: read nothing is stored, in either write mode, and history() shows
 // the same paths, computed when read.
 func TestWithChangedPathsReadNothingIsStoredAndHistoryShowsTheSamePaths(t *testing.T) {
+	t.Parallel()
 	for _, size := range writeModes {
 		t.Run(size.name, func(t *testing.T) { changedPathsStory(t, size, Options{ChangedPaths: ChangedPathsRead}) })
 	}
@@ -70,7 +72,7 @@ func TestWithChangedPathsReadNothingIsStoredAndHistoryShowsTheSamePaths(t *testi
 // changedPathsStory writes the versions of one ConfigMap that the tests above read back,
 // with a sink of opts, and checks history()'s paths and which rows stored theirs.
 func changedPathsStory(t *testing.T, size writeMode, opts Options) {
-	opts.DSN, opts.Migrate = pg.NewDatabase(t), true
+	opts.DSN, opts.Migrate = migrated.NewDatabase(t), true
 	s, dsn := newSink(t, opts)
 	s.SetIgnorePaths(configmaps, ignorepaths.For("", "configmaps", []string{"/data/items/*/beat"}, true))
 	pad := size.pad

@@ -92,6 +92,7 @@ func mutate(r *rand.Rand, v any, depth int) any {
 // documents (one a mutation of the other, so they share subtrees) it returns exactly what
 // migration 005's recursive CTE returns, SQL NULLs and JSON nulls included.
 func TestChangedPathsReturnsWhatMigration005sDefinitionReturnsOnRandomDocuments(t *testing.T) {
+	t.Parallel()
 	_, dsn := newSink(t, Options{})
 	conn := connect(t, dsn)
 	src, err := migrations.FS.ReadFile("005_history.sql")

@@ -16,6 +16,7 @@ import (
 // Check names every privilege run would miss, in one sentence, and passes once the role
 // has exactly those: it asks for nothing run does not need.
 func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
@@ -86,6 +87,7 @@ func TestCheckNamesThePrivilegesARoleThatMayOnlyReadLacksAndPassesOnceGranted(t 
 // Check reads which migrations the schema has (schema_migrations) and names those run
 // would apply at start: the newest one here, which the schema lacks.
 func TestCheckNamesTheMigrationsAPartlyMigratedSchemaLacks(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	versions := migrations.Versions()
 	newest := versions[len(versions)-1]

@@ -12,6 +12,7 @@ import (
 // checkpoint (the clusters kube-cdc writes), not every cluster with rows. A cluster whose
 // checkpoints were deleted (decommissioned) is read only when named.
 func TestWithoutAClusterAsOfHistoryAndLineageReadEveryClusterWithACheckpoint(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	other, err := New(testCtx(t), "warehouse", "other", Options{DSN: dsn}, testLog(t))
 	if err != nil {

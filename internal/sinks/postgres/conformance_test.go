@@ -10,13 +10,14 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	sinktest.Run(t, sinktest.Harness{
 		Cluster:          cluster,
 		ExactlyOnce:      true,
 		Transactional:    true,
 		RemembersDeletes: true,
 		New: func(t *testing.T) sinktest.Target {
-			dsn := pg.NewDatabase(t)
+			dsn := migrated.NewDatabase(t)
 			return sinktest.Target{
 				Open: func(t *testing.T) sinktest.Sink {
 					s, err := New(testCtx(t), "warehouse", cluster, Options{DSN: dsn, Migrate: true}, testLog(t))

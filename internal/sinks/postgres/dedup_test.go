@@ -11,6 +11,7 @@ import (
 // changes as it was before the statement: two copies of one (key, epoch, RV, op) in one
 // batch must still make one row, in each write path.
 func TestTwoCopiesOfOneChangeInOneBatchWriteOneChangesRowInEveryWritePath(t *testing.T) {
+	t.Parallel()
 	snapshot := func(c change.Change) change.Change {
 		c.Snapshot, c.ListRV = true, 20
 		return c
@@ -25,7 +26,7 @@ func TestTwoCopiesOfOneChangeInOneBatchWriteOneChangesRowInEveryWritePath(t *tes
 		// A watch event and a relist's snapshot of the same version: the staged path.
 		{"staged", Options{}, []change.Change{cm("a", "u1", 12, change.OpUpdate), snapshot(cm("a", "u1", 12, change.OpUpdate))}},
 		// Hard deletes never inline; a delete twice.
-		{"hard delete", Options{DSN: pg.NewDatabase(t), Migrate: true, HardDelete: true},
+		{"hard delete", Options{DSN: migrated.NewDatabase(t), Migrate: true, HardDelete: true},
 			[]change.Change{cm("a", "u1", 12, change.OpDelete), cm("a", "u1", 12, change.OpDelete)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

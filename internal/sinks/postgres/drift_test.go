@@ -23,6 +23,7 @@ func keyIndexOf(t *testing.T, s *Sink) map[string]change.Entry {
 // Drifted in the key index; the same version written again (the reconcile diff's repair)
 // restores it, while a replay of that version over an untouched row changes nothing.
 func TestARowEditedByHandIsDriftedInTheKeyIndexAndTheSameVersionRepairsIt(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	ctx := testCtx(t)
 	edited, kept := cm("edited", "u-e", 10, change.OpCreate), cm("kept", "u-k", 11, change.OpCreate)
@@ -69,6 +70,7 @@ func TestARowEditedByHandIsDriftedInTheKeyIndexAndTheSameVersionRepairsIt(t *tes
 // by the bisecting safety net (under savepoints, whose xmin is not the transaction's id)
 // are not drifted; a row whose object was edited, or set to NULL, is.
 func TestOnlyARowWhoseObjectChangedBehindKubeCDCsBackIsDriftedNotOneTouchedOrWrittenUnderSavepoints(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	s.noPrecheck = true // the poison object below reaches PostgreSQL: the batch is bisected
 	ctx := testCtx(t)
@@ -107,6 +109,7 @@ func TestOnlyARowWhoseObjectChangedBehindKubeCDCsBackIsDriftedNotOneTouchedOrWri
 // A repair or a resnapshot --full sends a version the audit trail already has as a
 // snapshot update; changes records each version once, whatever op it was first seen as.
 func TestASnapshotUpdateOfAVersionAlreadyInChangesAddsNoRowAndANewerOneDoes(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	ctx := testCtx(t)
 	first := cm("a", "u-a", 10, change.OpCreate)

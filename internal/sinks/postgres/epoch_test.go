@@ -40,6 +40,7 @@ func epochChanges(t *testing.T, dsn string) []string {
 // goes down to the new epoch's RV, the epoch survives a restart (Epoch), and the time
 // travel is recorded in epochs. A replay of an old epoch's batch changes nothing.
 func TestANewEpochsVersionsReplaceHigherRVsOfTheOldEpochAndReusedRVsAreKept(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	old := batch(100, inEpoch(0, cm("restored", "u-r", 90, change.OpUpdate), cm("reused", "u-u", 45, change.OpCreate))...)
 	write(t, s, old)

@@ -71,6 +71,7 @@ func readEvents(t *testing.T, dsn string) map[string]eventRow {
 }
 
 func TestEventsAreOneRowPerEventWithTheNewestCountAndNoVersions(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{Events: EventsOptions{Table: true, Retention: time.Hour}})
 	pods := change.Resource{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true}
 	writeObject(t, s, pods, "shop", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1"}}`)
@@ -155,6 +156,7 @@ func TestEventsAreOneRowPerEventWithTheNewestCountAndNoVersions(t *testing.T) {
 
 // With events.table off, events are versioned like any resource.
 func TestEventsAreVersionedLikeAnyResourceWhenTheTableIsOff(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, change.Batch{Resource: coreEvents, Checkpoint: 101, Changes: []change.Change{
 		coreEvent("web-1.a", "ev-a", 100, 1, "2026-11-28T10:00:00Z"), coreEvent("web-1.a", "ev-a", 101, 2, "2026-11-28T10:01:00Z")}})
@@ -170,6 +172,7 @@ func TestEventsAreVersionedLikeAnyResourceWhenTheTableIsOff(t *testing.T) {
 // Check asks for the events table's privileges only when run will write it: events
 // streamed into their table; DELETE only with a retention.
 func TestCheckAsksForTheEventsTableOnlyWhenEventsAreStreamedIntoIt(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
@@ -218,6 +221,7 @@ func TestCheckAsksForTheEventsTableOnlyWhenEventsAreStreamedIntoIt(t *testing.T)
 // The events upsert sends the batch as arrays; every query mode pgx may be told to use
 // (a transaction-pooling pgbouncer cannot keep prepared statements) stores them alike.
 func TestEventsAreStoredInEveryQueryModeOfTheDSN(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"", "simple_protocol", "exec", "cache_describe"} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			dsn := pg.NewDatabase(t)
@@ -239,6 +243,7 @@ func TestEventsAreStoredInEveryQueryModeOfTheDSN(t *testing.T) {
 
 // Write runs the events retention in its background once the sink streams events.
 func TestWriteDeletesEventsOlderThanTheirRetentionInTheBackground(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{Events: EventsOptions{Table: true, Retention: time.Millisecond}})
 	old := coreEvent("web-1.a", "ev-a", 100, 1, "2026-11-28T10:00:00Z")
 	old.ObservedAt = time.Now().Add(-time.Hour)

@@ -19,6 +19,7 @@ import (
 // change (29 ms p50 per one-change write at 20k objects, 6 s for a COPY batch of 200).
 // EXPLAIN ANALYZE of the statement counts the rows each plan node read and threw away.
 func TestASteadyUpdateOnAFreshDatabaseReadsOnlyItsOwnObjectsRow(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{})
 	s.noAnalyze = true // the minute before the sink's own ANALYZE (analyze.go) has run

@@ -15,6 +15,7 @@ import (
 // must end as Exec's would when the server goes away or the caller gives up while the
 // statement waits, and leave the sink able to write the batch again, exactly once.
 func TestASingleStatementWriteCutOffWhileItWaitsFailsRetryablyAndItsRetryLandsOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cut  func(t *testing.T, dsn string, cancel context.CancelFunc)
@@ -97,6 +98,7 @@ func TestASingleStatementWriteCutOffWhileItWaitsFailsRetryablyAndItsRetryLandsOn
 // query mode (a transaction-pooling pgbouncer cannot keep prepared statements): then it
 // goes through pgx's Exec in that mode, and lands all the same.
 func TestASingleStatementIsPreparedOnlyWhenTheDSNLetsPgxPrepare(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode     string // default_query_exec_mode, "" for pgx's default
 		prepared bool

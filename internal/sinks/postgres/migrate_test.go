@@ -42,6 +42,7 @@ func appliedRows(t *testing.T, dsn, schema string) []string {
 }
 
 func TestMigrateRecordsEachMigrationsChecksumAndTheKubeCDCThatAppliedIt(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	var want []string
 	for _, f := range embeddedMigrations(t) {
@@ -128,6 +129,7 @@ func wantRefusal(t *testing.T, what string, err, sentinel error, want ...string)
 }
 
 func TestAnAppliedMigrationThatDiffersFromTheBinarysIsRefusedNamingItAndBothChecksums(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
@@ -155,6 +157,7 @@ func TestAnAppliedMigrationThatDiffersFromTheBinarysIsRefusedNamingItAndBothChec
 }
 
 func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
@@ -196,6 +199,7 @@ func TestAnOlderBinaryRefusesToWriteToASchemaANewerOneMigrated(t *testing.T) {
 }
 
 func TestASchemaMigratedBeforeChecksumsWereRecordedGetsThemAtTheNextMigrate(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	// Before 0.1.0, schema_migrations had (version, applied_at) only.
 	if _, err := schema.MigrateBefore(testCtx(t), dsn, "kube_cdc", "017_history_changed"); err != nil {

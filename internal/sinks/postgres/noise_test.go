@@ -76,6 +76,7 @@ func (m writeMode) pad(rv change.RV) []change.Change {
 }
 
 func TestAnUpdateOfIgnoredPathsAloneUpdatesObjectsButAddsNoChangesRowInEveryWriteMode(t *testing.T) {
+	t.Parallel()
 	for _, size := range writeModes {
 		t.Run(size.name, func(t *testing.T) {
 			s, dsn := newSink(t, Options{})
@@ -124,6 +125,7 @@ func TestAnUpdateOfIgnoredPathsAloneUpdatesObjectsButAddsNoChangesRowInEveryWrit
 }
 
 func TestWithoutIgnorePathsEveryVersionIsAChangesRow(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	// Paths for another scope of the resource do not apply.
 	other := configmaps
@@ -142,6 +144,7 @@ func TestWithoutIgnorePathsEveryVersionIsAChangesRow(t *testing.T) {
 // the ignore paths' Regexp: checked on random pairs of documents, one a mutation of the
 // other.
 func TestStrippedDocumentsAreEqualExactlyWhenEveryChangedPathIsIgnored(t *testing.T) {
+	t.Parallel()
 	_, dsn := newSink(t, Options{})
 	conn := connect(t, dsn)
 	for _, paths := range [][]string{
@@ -264,6 +267,7 @@ func stripAgreesWithChangedPaths(t *testing.T, conn *pgx.Conn, paths []string) {
 // key's previous one; the batch written again records nothing twice and leaves out
 // nothing it recorded.
 func TestInterleavedKeysAreComparedEachWithItsOwnPreviousVersionAndAReplayRecordsNoFewer(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	s.SetIgnorePaths(configmaps, ignorepaths.For("", "configmaps", []string{"/data/items/*/beat"}, true))
 	write(t, s, batch(11, beat("a", 10, change.OpCreate, "t0", "x"), beat("b", 11, change.OpCreate, "t0", "x")))

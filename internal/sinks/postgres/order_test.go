@@ -32,6 +32,7 @@ func variedObject(c change.Change, size int, rnd *rand.Rand) change.Change {
 // paths, each mixing creates, updates and deletes of a few keys with sizes from 50 B to
 // 1.8 KB; changes.id must follow batch order exactly, across the batch and per key.
 func TestChangesIdsFollowBatchOrderWhateverTheObjectSizes(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{MaxConns: 1})
 	rnd := rand.New(rand.NewPCG(12, 1))
 	sizes := []int{10, 1800, 50, 1200, 900, 60, 1700, 400, 1500, 80}

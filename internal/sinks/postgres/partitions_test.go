@@ -41,6 +41,7 @@ func partitionNames(t *testing.T, dsn string) []string {
 }
 
 func TestTheSinkCreatesTheMonthsAheadAndARowBeyondThemMovesIntoItsMonthLater(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{PartitionsAhead: 4}) // migration 012 made three ahead
 	now := time.Now()
 	var want []string
@@ -73,6 +74,7 @@ func TestTheSinkCreatesTheMonthsAheadAndARowBeyondThemMovesIntoItsMonthLater(t *
 // month's partition) inserts nothing twice on every write path, although changes has no
 // UNIQUE key any more.
 func TestAReplayInAnotherMonthWritesNothingTwiceOnEveryWritePath(t *testing.T) {
+	t.Parallel()
 	lastMonth := monthStart(time.Now(), -1).Add(36 * time.Hour) // in changes_default: no partition before this month
 	type path struct {
 		name string
@@ -132,6 +134,7 @@ func TestAReplayInAnotherMonthWritesNothingTwiceOnEveryWritePath(t *testing.T) {
 // cluster's rows go), the boundary month loses only its rows before the cutoff, and the
 // newest month is kept.
 func TestRetentionAcrossThreePartitionBoundariesDropsWholeMonthsAndKeepsTheNewest(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{})
 	conn := connect(t, dsn)
@@ -209,6 +212,7 @@ func TestRetentionAcrossThreePartitionBoundariesDropsWholeMonthsAndKeepsTheNewes
 
 // Writes go on, without an error, while retention drops old months under them.
 func TestWritesContinueWithoutErrorsWhileRetentionDropsPartitions(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{})
 	conn := connect(t, dsn)
@@ -333,6 +337,7 @@ func assertMigrated(t *testing.T, dsn, before string, fp func(*testing.T) string
 }
 
 func TestMigratingASmallUnpartitionedChangesCopiesEveryRowAndID(t *testing.T) {
+	t.Parallel()
 	dsn, fp := oldSchema(t, 3000, "")
 	before := fp(t)
 	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
@@ -346,6 +351,7 @@ func TestMigratingASmallUnpartitionedChangesCopiesEveryRowAndID(t *testing.T) {
 }
 
 func TestALargeUnpartitionedChangesIsRefusedThenAttachedOnlineByPartitionChanges(t *testing.T) {
+	t.Parallel()
 	// A copy limit of 100 rows makes 3,000 "large".
 	dsn, fp := oldSchema(t, 3000, "kube_cdc.partition_copy_limit=100")
 	before := fp(t)
@@ -393,6 +399,7 @@ func TestALargeUnpartitionedChangesIsRefusedThenAttachedOnlineByPartitionChanges
 // retention still deletes its rows: through the parent, with the privileges check asks
 // for.
 func TestARoleThatOwnsNoPartitionWritesAndItsRetentionDeletesRowsThroughTheParent(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	_, dsn := newSink(t, Options{})
 	admin := connect(t, dsn)
@@ -447,6 +454,7 @@ func TestARoleThatOwnsNoPartitionWritesAndItsRetentionDeletesRowsThroughTheParen
 // With retentionByPartition, retention drops the months entirely older than the cutoff
 // and deletes no row one by one: the month the cutoff falls in keeps its older rows.
 func TestRetentionByPartitionDropsWholeMonthsAndDeletesNoRow(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{RetentionByPartition: true})
 	conn := connect(t, dsn)
@@ -474,6 +482,7 @@ func TestRetentionByPartitionDropsWholeMonthsAndDeletesNoRow(t *testing.T) {
 // A partition retention detached but did not drop (stopped between the two) is dropped
 // by the next run; a table of the same shape without the mark is left alone.
 func TestRetentionDropsAPartitionItDetachedButDidNotDrop(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, dsn := newSink(t, Options{})
 	conn := connect(t, dsn)

@@ -32,6 +32,7 @@ func epochQuarantine(t *testing.T, dsn string) []string {
 // the old epoch; and a good version of the new epoch resolves the old epoch's row even at
 // a lower RV. Versions in quarantine order by (epoch, RV), as everywhere else.
 func TestAQuarantinedVersionOfAnEarlierEpochIsNotTakenForAReusedRVOfALaterOne(t *testing.T) {
+	t.Parallel()
 	s, dsn, _, metrics := observedSink(t, false)
 	write(t, s, batch(150, inEpoch(0, poisonCM("victim", "uid-v", 150, change.OpCreate))...))
 	write(t, s, batch(160, inEpoch(0, cm("victim", "uid-v", 160, change.OpUpdate))...))

@@ -21,6 +21,7 @@ import (
 // The pre-check must agree with the server: everything it flags, PostgreSQL rejects
 // with the SQLSTATE it names, and everything it passes, PostgreSQL stores.
 func TestJsonbRejectsWhatPostgreSQLRejects(t *testing.T) {
+	t.Parallel()
 	conn := connect(t, pg.NewDatabase(t))
 	for _, js := range []string{
 		`{"a":"\u0000"}`,
@@ -190,6 +191,7 @@ func goodChanges(n int, base change.RV) []change.Change {
 // moves on; a replay adds nothing; a later good version lands and resolves it. On both
 // write paths.
 func TestAPoisonObjectIsQuarantinedWhileTheRestOfItsBatchCommits(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{4, smallBatch + 10} {
 		t.Run(fmt.Sprintf("%d changes", n), func(t *testing.T) {
 			s, dsn, warns, metrics := observedSink(t, false)
@@ -275,6 +277,7 @@ func TestAPoisonObjectIsQuarantinedWhileTheRestOfItsBatchCommits(t *testing.T) {
 // carries the poison as its last state. The delete is still stored (without that state),
 // so no deleted object stays alive in objects, and the create's row is resolved by it.
 func TestADeleteWhoseLastStateIsPoisonIsStoredWithoutIt(t *testing.T) {
+	t.Parallel()
 	for _, noPrecheck := range []bool{false, true} {
 		t.Run(fmt.Sprintf("precheck %v", !noPrecheck), func(t *testing.T) {
 			s, dsn, _, metrics := observedSink(t, noPrecheck)
@@ -311,6 +314,7 @@ func TestADeleteWhoseLastStateIsPoisonIsStoredWithoutIt(t *testing.T) {
 // and, with the pre-check off, a NUL escape. The batch fails, is bisected in its
 // transaction, and every other change lands in batch order with the checkpoint.
 func TestBisectingQuarantinesWhatThePrecheckMissed(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{6, smallBatch + 40} {
 		t.Run(fmt.Sprintf("%d changes", n), func(t *testing.T) {
 			s, dsn, warns, metrics := observedSink(t, true)
@@ -371,6 +375,7 @@ func TestBisectingQuarantinesWhatThePrecheckMissed(t *testing.T) {
 
 // A batch of nothing but poison still commits its checkpoint.
 func TestABatchOfOnlyPoisonMovesTheCheckpoint(t *testing.T) {
+	t.Parallel()
 	s, dsn, _, _ := observedSink(t, false)
 	write(t, s, batch(20, poisonCM("a", "uid-a", 10, change.OpCreate), poisonCM("b", "uid-b", 11, change.OpCreate)))
 	if rv := checkpoint(t, s, configmaps); rv != 20 {

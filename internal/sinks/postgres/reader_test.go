@@ -34,6 +34,7 @@ func readerOf(t *testing.T, s *Sink) *store.Store {
 // delete or across a recreate, and the version before the first shown even when --since
 // leaves it out.
 func TestTheStoresHistoryAndHistorySQLAreOneReadOfTheVersions(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(10, cm("web", "uid-1", 10, change.OpCreate)))
 	write(t, s, batch(11, cm("web", "uid-1", 11, change.OpUpdate)))

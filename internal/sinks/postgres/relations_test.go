@@ -48,6 +48,7 @@ func checkRel(t *testing.T, dsn, what, sql string, want ...string) {
 // The edges of each relation on hand-made objects (every uid is "uid-<name>";
 // writeObject also writes a deleted object "gone" of each resource, which no view shows).
 func TestTheRelationViewsResolveEachEndAndLineageFollowsControllersOnly(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	res := func(group, resource, kind string, namespaced bool) change.Resource {
 		return change.Resource{Group: group, Version: "v1", Resource: resource, Kind: kind, Namespaced: namespaced}

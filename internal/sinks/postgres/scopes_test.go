@@ -10,6 +10,7 @@ import (
 // Several clusters may share one database, each kube-cdc with its own retention: one
 // cluster's retention must not delete another cluster's history.
 func TestRetentionDeletesOnlyItsOwnClustersHistory(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	_, dsn := newSink(t, Options{})
 	other, err := New(ctx, "warehouse", "other", Options{DSN: dsn, Migrate: true}, testLog(t))
@@ -43,6 +44,7 @@ func TestRetentionDeletesOnlyItsOwnClustersHistory(t *testing.T) {
 // A snapshot revives a row an inferred delete tombstoned at or below its LIST's RV; a
 // tombstone above it (made after that LIST) and an observed delete stand.
 func TestASnapshotRevivesARowAnInferredDeleteTombstonedBeforeItsList(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(10, cm("wrong", "uid-w", 5, change.OpCreate), cm("later", "uid-l", 6, change.OpCreate),
 		cm("observed", "uid-o", 7, change.OpCreate)))

@@ -36,11 +36,12 @@ func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// newSink returns a migrated sink named "warehouse" on a fresh database, and the DSN.
+// newSink returns a migrated sink named "warehouse" on a fresh database (a copy of the
+// migrated template), and the DSN.
 func newSink(t *testing.T, opts Options) (*Sink, string) {
 	t.Helper()
 	if opts.DSN == "" {
-		opts.DSN = pg.NewDatabase(t)
+		opts.DSN = migrated.NewDatabase(t)
 		opts.Migrate = true
 	}
 	s, err := New(testCtx(t), "warehouse", cluster, opts, testLog(t))
@@ -165,6 +166,7 @@ func checkpoint(t *testing.T, s *Sink, res change.Resource) change.RV {
 }
 
 func TestAFirstBatchLandsInObjectsChangesAndCheckpoints(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	if rv := checkpoint(t, s, configmaps); rv != 0 {
 		t.Fatalf("checkpoint before any write = %d, want 0", rv)
@@ -203,6 +205,7 @@ func TestAFirstBatchLandsInObjectsChangesAndCheckpoints(t *testing.T) {
 }
 
 func TestReplayingABatchInsertsNothingTwice(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	b := batch(20, cm("a", "uid-a", 10, change.OpCreate), cm("a", "uid-a", 11, change.OpUpdate),
 		cm("b", "uid-b", 12, change.OpCreate), cm("b", "uid-b", 13, change.OpDelete))
@@ -231,6 +234,7 @@ func TestReplayingABatchInsertsNothingTwice(t *testing.T) {
 }
 
 func TestAnOlderResourceVersionNeverOverwritesANewerOne(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(30, cm("a", "uid-a", 30, change.OpUpdate)))
 	write(t, s, batch(0, cm("a", "uid-a", 20, change.OpUpdate)))
@@ -249,6 +253,7 @@ func TestAnOlderResourceVersionNeverOverwritesANewerOne(t *testing.T) {
 }
 
 func TestADeleteSoftDeletesTheRowAndRecordsWhetherItWasInferred(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(11, cm("observed", "uid-o", 10, change.OpCreate), cm("inferred", "uid-i", 11, change.OpCreate)))
 	write(t, s, batch(21, cm("observed", "uid-o", 20, change.OpDelete), inferredDelete("inferred", "uid-i", 21)))
@@ -279,6 +284,7 @@ func TestADeleteSoftDeletesTheRowAndRecordsWhetherItWasInferred(t *testing.T) {
 // the second row) adds no changes row, in either write mode; one of another uid, or after
 // the batch revived the key, does.
 func TestAnInferredDeleteOfAnObjectAlreadyTombstonedAddsNoSecondRow(t *testing.T) {
+	t.Parallel()
 	for _, mode := range writeModes {
 		t.Run(mode.name, func(t *testing.T) {
 			s, dsn := newSink(t, Options{})
@@ -315,6 +321,7 @@ func TestAnInferredDeleteOfAnObjectAlreadyTombstonedAddsNoSecondRow(t *testing.T
 // its own LIST's RV) record each object's end once: the second waits for the first's
 // commit and then sees its tombstone.
 func TestConcurrentInferredDeletesOfOneObjectAddOneRow(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	const keys = 20
 	var creates []change.Change
@@ -348,6 +355,7 @@ func TestConcurrentInferredDeletesOfOneObjectAddOneRow(t *testing.T) {
 }
 
 func TestARecreatedObjectRevivesItsRow(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(0, cm("a", "uid-1", 10, change.OpCreate), cm("a", "uid-1", 11, change.OpDelete)))
 	first := mustObject(t, dsn, "a")
@@ -385,6 +393,7 @@ func TestARecreatedObjectRevivesItsRow(t *testing.T) {
 }
 
 func TestHardDeleteRemovesTheRow(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	dsnHard := dsn
 	hard, _ := newSink(t, Options{DSN: dsnHard, Migrate: true, HardDelete: true})
@@ -409,6 +418,7 @@ func TestHardDeleteRemovesTheRow(t *testing.T) {
 }
 
 func TestSeveralChangesOfOneKeyInABatchEndWithTheLatest(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	var changes []change.Change
 	for rv := change.RV(100); rv < 150; rv++ {
@@ -434,6 +444,7 @@ func TestSeveralChangesOfOneKeyInABatchEndWithTheLatest(t *testing.T) {
 }
 
 func TestKeyIndexReturnsExactlyTheLiveKeys(t *testing.T) {
+	t.Parallel()
 	s, _ := newSink(t, Options{})
 	nodes := change.Resource{Version: "v1", Resource: "nodes", Kind: "Node"}
 	node := cm("node-1", "uid-n", 5, change.OpCreate)
@@ -544,6 +555,7 @@ func assertBatchLanded(t *testing.T, s *Sink, dsn string, b change.Batch) {
 }
 
 func TestAWriteCutOffByTerminatedBackendsIsRetryableAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	write(t, s, batch(5, cm("before", "uid-0", 5, change.OpCreate)))
 	b := bigBatch(500, 2000)
@@ -620,6 +632,7 @@ func mustURL(t *testing.T, dsn string) *url.URL {
 }
 
 func TestNewWithAWrongPasswordFailsFastWithATerminalError(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	u := mustURL(t, dsn)
 	realPassword, _ := u.User.Password()
@@ -651,6 +664,7 @@ func TestNewWithAWrongPasswordFailsFastWithATerminalError(t *testing.T) {
 }
 
 func TestNewNamesAnUnknownDatabaseAndAMissingPrivilegeAsTerminal(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	u := mustURL(t, dsn)
 	u.Path = "/no_such_database_here"
@@ -689,6 +703,7 @@ func TestNewNamesAnUnknownDatabaseAndAMissingPrivilegeAsTerminal(t *testing.T) {
 }
 
 func TestNewWithoutMigrateSaysToMigrateWhenTheTablesAreMissing(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	_, err := New(testCtx(t), "warehouse", cluster, Options{DSN: dsn, Migrate: false}, testLog(t))
 	if !retry.IsTerminal(err) || !strings.Contains(err.Error(), "kube-cdc migrate") {
@@ -697,6 +712,7 @@ func TestNewWithoutMigrateSaysToMigrateWhenTheTablesAreMissing(t *testing.T) {
 }
 
 func TestNewAgainstNoServerIsRetryable(t *testing.T) {
+	t.Parallel()
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -709,6 +725,7 @@ func TestNewAgainstNoServerIsRetryable(t *testing.T) {
 }
 
 func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	// Two replicas starting together: the advisory lock lets one apply everything.
 	var (
@@ -745,6 +762,7 @@ func TestMigrateTwiceIsANoOpTheSecondTime(t *testing.T) {
 }
 
 func TestTheContractColumnsExist(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	if _, err := schema.Migrate(testCtx(t), dsn, "kube_cdc"); err != nil {
 		t.Fatal(err)
@@ -776,6 +794,7 @@ func TestTheContractColumnsExist(t *testing.T) {
 }
 
 func TestStatusReportsCheckpointsAndObjectCounts(t *testing.T) {
+	t.Parallel()
 	s, _ := newSink(t, Options{})
 	write(t, s, batch(50, cm("a", "uid-a", 10, change.OpCreate), cm("b", "uid-b", 11, change.OpCreate),
 		cm("c", "uid-c", 12, change.OpCreate), cm("c", "uid-c", 13, change.OpDelete)))
@@ -803,6 +822,7 @@ func TestStatusReportsCheckpointsAndObjectCounts(t *testing.T) {
 }
 
 func TestRetentionDeletesOldChangesButNoObjects(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	old := cm("old", "uid-old", 10, change.OpCreate)
 	old.ObservedAt = time.Now().Add(-48 * time.Hour)
@@ -827,6 +847,7 @@ func TestRetentionDeletesOldChangesButNoObjects(t *testing.T) {
 }
 
 func TestTwentyThousandChangesWriteInOneBatch(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	pad := strings.Repeat("x", 1000) // ~1.3 KB objects, as in docs/contract.md "Performance notes"
 	b := bigBatch(20000, 30000)
@@ -851,6 +872,7 @@ func randomSuffix() string {
 // A failure in the last statement of a batch must undo the first ones, for the pipelined
 // small-batch path (one implicit transaction) and the COPY path (an explicit one) alike.
 func TestABatchThatFailsPartWayLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, smallBatch + 10} {
 		t.Run(fmt.Sprintf("%d changes", n), func(t *testing.T) {
 			s, dsn := newSink(t, Options{})

@@ -77,6 +77,7 @@ func checkView(t *testing.T, dsn, view string, want map[string]string) {
 }
 
 func TestTheKindViewsShowTheExpectedColumns(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 
 	writeObject(t, s, change.Resource{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true}, "web", `{

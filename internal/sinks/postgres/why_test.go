@@ -15,6 +15,7 @@ import (
 // it references, its node, the Service selecting it and the Ingress in front of that
 // Service, and nothing unrelated; outside the window, nothing.
 func TestWhyListsTheChangesOfEverythingAPodDependsOnInTheWindow(t *testing.T) {
+	t.Parallel()
 	s, dsn := newSink(t, Options{})
 	res := func(group, resource, kind string, namespaced bool) change.Resource {
 		return change.Resource{Group: group, Version: "v1", Resource: resource, Kind: kind, Namespaced: namespaced}

@@ -113,6 +113,7 @@ func waitGauge(t *testing.T, g *writersGauge, sink string, want int, within time
 }
 
 func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
+	t.Parallel()
 	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute), writerGrace(200 * time.Millisecond)}
 	dsn := pg.NewDatabase(t)
 	_, _, aGauge := writer(t, dsn, "warehouse", timing...)
@@ -145,6 +146,7 @@ func TestWritersASecondSinkOfTheSameNameIsRefusedNamingTheHolder(t *testing.T) {
 }
 
 func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T) {
+	t.Parallel()
 	timing := []func(*writerlock.Timing){writerGrace(time.Minute)}
 	dsn := pg.NewDatabase(t)
 	a, _, _ := writer(t, dsn, "warehouse", timing...)
@@ -167,6 +169,7 @@ func TestWritersWithoutWaitAHolderThatEndsWithinTheGraceIsTakenOver(t *testing.T
 }
 
 func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
+	t.Parallel()
 	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
 	a, aLog, aGauge := writer(t, dsn, "warehouse", timing...)
@@ -214,6 +217,7 @@ func TestWritersWithWaitTheSecondTakesOverWhenTheFirstCloses(t *testing.T) {
 // The holder's looks for waiters are timed by the writer lock's clock: on a fake one, a
 // waiter is seen only once the clock is stepped to the next look.
 func TestWritersTheHolderLooksForWaitersWhenItsClockReachesTheNextLook(t *testing.T) {
+	t.Parallel()
 	clk := clocktesting.NewFakeClock(time.Now())
 	dsn := pg.NewDatabase(t)
 	a, _, aGauge := writer(t, dsn, "warehouse", func(wt *writerlock.Timing) { wt.CheckEvery, wt.Clock = time.Hour, clk })
@@ -240,6 +244,7 @@ func TestWritersTheHolderLooksForWaitersWhenItsClockReachesTheNextLook(t *testin
 }
 
 func TestWritersAWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
 	dsn := pg.NewDatabase(t)
 	writer(t, dsn, "warehouse")
 	b, _, _ := openWriter(t, dsn, "warehouse")
@@ -266,6 +271,7 @@ func TestWritersAWaitEndsWithItsContext(t *testing.T) {
 }
 
 func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T) {
+	t.Parallel()
 	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
 	_, _, g := writer(t, dsn, "warehouse", timing...)
@@ -287,6 +293,7 @@ func TestWritersTheLockIsTakenAgainAfterTheConnectionsAreTerminated(t *testing.T
 }
 
 func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t *testing.T) {
+	t.Parallel()
 	// The holder reconnects after 3s: time enough for the other one to take the lock.
 	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute),
 		func(wt *writerlock.Timing) {
@@ -317,6 +324,7 @@ func TestWritersASinkWhoseLockAnotherProcessTookWhileItReconnectedStopsWriting(t
 // session (and the lock) alive: the new leader must write at once, and take the lock in
 // the background once the old session ends.
 func TestWritersAFencedClaimWritesAtOnceAndTakesTheLockWhenItComesFree(t *testing.T) {
+	t.Parallel()
 	timing := []func(*writerlock.Timing){writerPeriods(100*time.Millisecond, time.Minute)}
 	dsn := pg.NewDatabase(t)
 	a, _, _ := writer(t, dsn, "warehouse", timing...)
