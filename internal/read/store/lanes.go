@@ -19,7 +19,8 @@ type LanesQuery struct {
 	Namespace string // "": every namespace
 	// Resource "" is every resource; otherwise Group and Resource name one.
 	Group, Resource string
-	Name            string // "": every name
+	Name            string    // "": every name
+	NameMatch       NameMatch // how Name matches, as the feed's filter (Filter.NameMatch)
 	// Lanes is the page's size (default DefaultLanes), Offset the lanes before it.
 	Lanes, Offset int
 	// PerLane caps the versions read of one lane (default DefaultPerLane), oldest first.
@@ -102,7 +103,7 @@ func (s *Store) Lanes(ctx context.Context, q LanesQuery) (Lanes, error) {
 		groups[i], resources[i] = r.Group, r.Resource
 	}
 	args := pgx.NamedArgs{"cluster": q.Cluster, "from": q.From, "to": to, "namespace": nullable(q.Namespace),
-		"group": q.Group, "resource": nullable(q.Resource), "name": nullable(q.Name), "lanes": q.Lanes,
+		"group": q.Group, "resource": nullable(q.Resource), "name": nullable(q.Name), "name_match": int(q.NameMatch), "name_like": nameLike(q.Name, q.NameMatch), "lanes": q.Lanes,
 		"offset": max(q.Offset, 0), "per_lane": q.PerLane + 1, "body_groups": groups, "body_resources": resources,
 		"workload": q.Workload}
 	type row struct {
@@ -232,4 +233,15 @@ func sortLanes(lanes []Lane) {
 			return cmp.Or(a.ObservedAt.Compare(b.ObservedAt), cmp.Compare(a.ID, b.ID))
 		})
 	}
+}
+
+// nameLike is the LIKE pattern of a substring or prefix name filter ("" for the others).
+func nameLike(name string, m NameMatch) string {
+	switch m {
+	case NameSubstring:
+		return "%" + likeEscape(name) + "%"
+	case NamePrefix:
+		return likeEscape(name) + "%"
+	}
+	return ""
 }

@@ -162,9 +162,16 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	// The resource and name read as the timeline reads them: a short name or kind, a
+	// name's part, prefix (x*), exact (=x) or regex (~re).
+	if code, err := s.check(r.Context(), p.Cluster, &f); err != nil {
+		s.fail(w, r, code, err)
+		return
+	}
 	group, resource := parseResource(f.Resource)
+	name, match := nameMatch(f.Name)
 	got, err := s.o.Store.Lanes(r.Context(), store.LanesQuery{Cluster: p.Cluster, From: f.From, To: to, Namespace: f.Namespace,
-		Group: group, Resource: resource, Name: f.Name, Lanes: lanesPerPage, Offset: offset, Bodies: bodyResources(),
+		Group: group, Resource: resource, Name: name, NameMatch: match, Lanes: lanesPerPage, Offset: offset, Bodies: bodyResources(),
 		Workload: lp.Workload})
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)

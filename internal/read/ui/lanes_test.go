@@ -266,3 +266,36 @@ func TestTheTimelinesChartCountsHealthGoingBadAndRecoveringAsSeriesOfTheirOwn(t 
 			at["unhealthy"], at["recovered"], bucket(30000), bucket(60000))
 	}
 }
+
+// The lanes read a name as the timeline does: a part of it by default, a prefix (x*),
+// the exact name (=x) or a regular expression (~re).
+func TestTheLanesReadANameFilterAsTheTimelineDoes(t *testing.T) {
+	w := theLanes(t)
+	srv := newServer(t, nil)
+	key := regexp.MustCompile(`<g class="lane" data-key="([^"]+)"`)
+	pods, rs := []string{"pods/shop/web-new-a", "pods/shop/web-new-b"}, "replicasets.apps/shop/web-new"
+	for _, tc := range []struct {
+		name, filter string
+		want         []string
+	}{
+		{"a part of the name", "new-", pods},
+		{"a part, in other case", "WEB-NEW", append(slices.Clone(pods), rs)},
+		{"a prefix", "web-new*", append(slices.Clone(pods), rs)},
+		{"a regular expression", "~^web-n.w-", pods},
+		{"the exact name", "=web-new", []string{rs}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(t, srv, w.lanesPath(0, 120000, "&name="+url.QueryEscape(tc.filter)))
+			var got []string
+			for _, m := range key.FindAllStringSubmatch(body, -1) {
+				got = append(got, m[1])
+			}
+			if code != 200 || !slices.Equal(got, tc.want) {
+				t.Errorf("name=%s: %d, lanes %v, want %v", tc.filter, code, got, tc.want)
+			}
+		})
+	}
+	if code, body := get(t, srv, w.lanesPath(0, 120000, "&name="+url.QueryEscape("~web-(new"))); code != 400 || !strings.Contains(body, "invalid regular expression") {
+		t.Errorf("an invalid regular expression: %d, want 400 naming it", code)
+	}
+}
