@@ -71,15 +71,10 @@ func (s *Store) Owners(ctx context.Context, cluster, group, resource, namespace,
 		})
 }
 
-// Children are the objects uid owns (the view owners), at most 200. namespace is the
-// owner's ("" for a cluster-scoped owner): a namespaced owner's dependents live in its
-// namespace, and only that namespace is read (sql/children.sql).
-func (s *Store) Children(ctx context.Context, cluster, namespace, uid string) ([]Ref, error) {
-	name, args := "children", pgx.NamedArgs{"cluster": cluster, "namespace": namespace, "uid": uid}
-	if namespace == "" {
-		name = "children_anywhere"
-	}
-	return collect(ctx, s, "read the children", name, args,
+// Children are the objects uid owns (the relation of the view owners), at most 200, read
+// by the owner's uid through migration 021's indexes (sql/children.sql).
+func (s *Store) Children(ctx context.Context, cluster, uid string) ([]Ref, error) {
+	return collect(ctx, s, "read the children", "children", pgx.NamedArgs{"cluster": cluster, "uid": uid},
 		func(row pgx.CollectableRow) (Ref, error) {
 			var r Ref
 			err := row.Scan(&r.Group, &r.Resource, &r.Kind, &r.Namespace, &r.Name)

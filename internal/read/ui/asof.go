@@ -3,7 +3,6 @@ package ui
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -93,7 +92,7 @@ func (s *Server) asOf(w http.ResponseWriter, r *http.Request) {
 			URL: objectURL(p.Cluster, res.Group, res.Resource, o.Namespace, o.Name)}
 		if o.ChangeID != 0 {
 			// The version shown at that moment, on the object's page (its article's id).
-			row.URL += "#v" + strconv.FormatInt(o.ChangeID, 10)
+			row.URL = versionURL(row.URL, o.ChangeID)
 		}
 		c, err := columns.Of(res.Group, res.Resource, o.Object, at)
 		if err != nil {

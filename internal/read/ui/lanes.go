@@ -483,7 +483,7 @@ func (d drawing) lane(l *store.Lane, events map[string][]store.Event) laneRow {
 		v := healthOfVersion(l.Group, l.Resource, m.Op, m.Body)
 		tr := t.step(v)
 		mk := laneMark{X: x - laneMarkW/2, W: laneMarkW, ID: m.ID, AtMS: m.ObservedAt.UnixMilli(), Op: string(m.Op),
-			URL: r.URL + "#v" + strconv.FormatInt(m.ID, 10)}
+			URL: versionURL(r.URL, m.ID)}
 		mk.Y, mk.H = 0, laneRowH-6
 		fill, class := colour, "mark op-"+string(m.Op)
 		switch m.Op {

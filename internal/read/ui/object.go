@@ -127,6 +127,14 @@ func healthOf(group, resource string, versions []store.Revision) (*health.Health
 	return newest, brokeAt
 }
 
+// versionURL is an object page's URL (objectURL's, with any query) at one version: v
+// makes the page diff it even when it is older than the newest it diffs by default, and
+// the fragment scrolls to it.
+func versionURL(object string, id int64) string {
+	v := strconv.FormatInt(id, 10)
+	return object + "&v=" + v + "#v" + v
+}
+
 // relations reads the object's owners and children from the view owners (migration 013).
 func (s *Server) relations(ctx context.Context, cluster, group, resource, namespace, name, uid string) (owners, children []link, err error) {
 	refs, err := s.o.Store.Owners(ctx, cluster, group, resource, namespace, name)
@@ -143,7 +151,7 @@ func (s *Server) relations(ctx context.Context, cluster, group, resource, namesp
 	if uid == "" {
 		return owners, nil, nil
 	}
-	if refs, err = s.o.Store.Children(ctx, cluster, namespace, uid); err != nil {
+	if refs, err = s.o.Store.Children(ctx, cluster, uid); err != nil {
 		return nil, nil, err
 	}
 	for _, r := range refs {

@@ -1,10 +1,18 @@
--- The objects a uid owns (the view owners), at most 200, in the owner's namespace.
--- Kubernetes refuses an owner reference across namespaces: a namespaced owner's dependents
--- live in its namespace, so the read scans that namespace's live objects (the primary
--- key's cluster and namespace columns) rather than every live object of the cluster; at
--- 10M changes rows that is 1,000 objects read instead of 40,000 (docs/benchmarks.md,
--- "History at scale"). No index on the owner's uid: it would cost every write of an owned
--- object (a pod's status update, the cluster's most frequent) an index entry.
+-- The objects a uid owns, at most 200: those whose first owner reference names it
+-- (objects_owner_first, migration 021), and those of the few with several owner
+-- references that name it among the others (objects_owner_more). The same relation as
+-- the view owners (migration 013), read by the owner's uid through an index instead of
+-- through every live object's ownerReferences.
 SELECT api_group, resource, kind, namespace, name
-  FROM owners WHERE cluster = @cluster AND namespace = @namespace AND owner_uid = @uid
- ORDER BY kind, namespace, name LIMIT 200
+  FROM (SELECT o.api_group, o.resource, o.kind, o.namespace, o.name
+          FROM objects o
+         WHERE o.cluster = @cluster AND o.deleted_at IS NULL
+           AND o.object #>> '{metadata,ownerReferences,0,uid}' = @uid
+        UNION
+        SELECT o.api_group, o.resource, o.kind, o.namespace, o.name
+          FROM objects o
+         WHERE o.cluster = @cluster AND o.deleted_at IS NULL
+           AND o.object #> '{metadata,ownerReferences,1}' IS NOT NULL
+           AND o.object #> '{metadata,ownerReferences}' @> jsonb_build_array(jsonb_build_object('uid', @uid::text))) c
+ ORDER BY kind, namespace, name
+ LIMIT 200
