@@ -798,20 +798,26 @@ func opsLeaderConfig(t *testing.T, dsn, ns, identity, metricsAddr string) string
   namespace: %s
   name: kube-cdc-e2e
   identity: %s
-  leaseDuration: 8s
-  renewDeadline: 6s
-  retryPeriod: 1s
-`, ns, identity)))
+  leaseDuration: %s
+  renewDeadline: %s
+  retryPeriod: %s
+`, ns, identity, opsLeaseDuration, opsRenewDeadline, opsRetryPeriod)))
 }
 
-// opsLeaseDuration is the replicas' lease: 8 s to expire, a 6 s renew deadline, a retry
-// every second. With 4/3/0.5 s a leader beside two make tests at once (load ~20) could not
-// renew within 3 s and stepped down before the test's kill.
-const opsLeaseDuration = 8 * time.Second
+// opsLeaseDuration is the replicas' lease: 15 s to expire, a 12 s renew deadline, a retry
+// every 2 s. With 4/3/0.5 s a leader beside two make tests at once (load ~20) could not
+// renew within 3 s and stepped down before the test's kill; with 8/6/1 s, at load ~50
+// (two make tests at once, 2026-11-29), a new leader's renewals took over 6 s and it
+// stepped down before the test asked it for its status.
+const (
+	opsLeaseDuration = 15 * time.Second
+	opsRenewDeadline = 12 * time.Second
+	opsRetryPeriod   = 2 * time.Second
+)
 
 // opsTakeoverBound is how soon a standby must lead once the leader stops renewing: the
-// lease, two retry periods (1 s) to notice, and slack for two busy cores.
-const opsTakeoverBound = opsLeaseDuration + 4*time.Second
+// lease, two retry periods to notice, and slack for two busy cores.
+const opsTakeoverBound = opsLeaseDuration + 2*opsRetryPeriod + 2*time.Second
 
 func opsHolder(t *testing.T, ns string) string {
 	t.Helper()
