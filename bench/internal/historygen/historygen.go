@@ -85,7 +85,9 @@ func Generate(ctx context.Context, conn *pgx.Conn, schema string, o Options) (Re
 		return res, err
 	}
 	if partitioned {
-		for m := start; !m.After(o.End); m = m.AddDate(0, 1, 0) {
+		// From the first of start's month: a month added to the 29th–31st can skip one
+		// (January 29 + 1 month is March 1), whose rows then land in the default partition.
+		for m := time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, start.Location()); !m.After(o.End); m = m.AddDate(0, 1, 0) {
 			if _, err := conn.Exec(ctx, "SELECT "+s+".changes_partition_create($1::timestamp)", m.UTC().Format("2006-01-02")); err != nil {
 				return res, fmt.Errorf("create the partition of %s: %w", m.Format("2006-01"), err)
 			}
