@@ -111,15 +111,7 @@ func TestLogsInJSONIncludeClientGosLeaderElection(t *testing.T) {
 	t.Parallel() // shares only what no test restarts; see main_test.go
 	ns := namespace(t, "e")
 	dsn := pg.NewDatabase(t)
-	cfg := writeConfig(t, logsConfigYAML(dsn, ns, fmt.Sprintf(`leaderElection:
-  enabled: true
-  namespace: %s
-  name: kube-cdc-e2e
-  identity: replica-a
-  leaseDuration: 8s
-  renewDeadline: 6s
-  retryPeriod: 1s
-`, ns)))
+	cfg := writeConfig(t, logsConfigYAML(dsn, ns, leaderElectionYAML(ns, "kube-cdc-e2e", "replica-a")))
 	d := start(t, "run", "-c", cfg, "--log-format", "json")
 	opsWaitLog(t, d, "became the leader", 30*time.Second)
 	waitSynced(t, dsn)

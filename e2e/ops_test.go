@@ -793,15 +793,21 @@ func (w *opsWriter) stop(t *testing.T) []ackedWrite {
 
 // opsLeaderConfig is the config of one of two replicas sharing a Lease and a database.
 func opsLeaderConfig(t *testing.T, dsn, ns, identity, metricsAddr string) string {
-	return writeConfig(t, opsConfigYAML(dsn, ns, metricsAddr, fmt.Sprintf(`leaderElection:
+	return writeConfig(t, opsConfigYAML(dsn, ns, metricsAddr, leaderElectionYAML(ns, "kube-cdc-e2e", identity)))
+}
+
+// leaderElectionYAML is the leaderElection section of a replica of the tests: the Lease
+// name in ns, with the tests' durations (opsLeaseDuration).
+func leaderElectionYAML(ns, name, identity string) string {
+	return fmt.Sprintf(`leaderElection:
   enabled: true
   namespace: %s
-  name: kube-cdc-e2e
+  name: %s
   identity: %s
   leaseDuration: %s
   renewDeadline: %s
   retryPeriod: %s
-`, ns, identity, opsLeaseDuration, opsRenewDeadline, opsRetryPeriod)))
+`, ns, name, identity, opsLeaseDuration, opsRenewDeadline, opsRetryPeriod)
 }
 
 // opsLeaseDuration is the replicas' lease: 15 s to expire, a 12 s renew deadline, a retry

@@ -76,15 +76,7 @@ func TestAResnapshotAskedWithTheStandbysConfigIsAnsweredByTheLeaderAndOneAskedWh
 	// The Lease and the signal ConfigMap live outside the streamed namespace, or each
 	// request would be a change of its own.
 	config := func(identity string) string {
-		return writeConfig(t, opsConfigYAML(dsn, ns, "", fmt.Sprintf(`leaderElection:
-  enabled: true
-  namespace: %s
-  name: kube-cdc-rsnap
-  identity: %s
-  leaseDuration: 8s
-  renewDeadline: 6s
-  retryPeriod: 1s
-`, sig, identity)))
+		return writeConfig(t, opsConfigYAML(dsn, ns, "", leaderElectionYAML(sig, "kube-cdc-rsnap", identity)))
 	}
 	cfgA, cfgB := config("replica-a"), config("replica-b")
 	a := start(t, "run", "-c", cfgA)
