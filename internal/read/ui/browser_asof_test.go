@@ -1,10 +1,12 @@
 package ui_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -237,9 +239,17 @@ func TestInABrowserTheFeedFindsAPartOfANameSaysWhatItsFiltersExcludedAndPagesBot
 	}
 	click := func(id string) []string {
 		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#"+id), chromedp.NodeVisible), chromedp.WaitVisible(chromedp.CSS("#feed"))); err != nil {
+		before := run(t, ctx, "the page's address", chromedp.Evaluate[string](`location.href`))
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#"+id), chromedp.NodeVisible)); err != nil {
 			t.Fatalf("click %s: %v", id, err)
 		}
+		// The click navigates: wait for the next page to have loaded, not for the old
+		// page's #feed (which a busy machine still shows for a while after the click).
+		eventually(t, "the page after clicking "+id, func(context.Context) bool {
+			loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.href !== `+strconv.Quote(before)+
+				` && document.readyState === 'complete' && document.getElementById('feed') !== null`))
+			return err == nil && loaded
+		})
 		return page()
 	}
 	p2 := click("older")
