@@ -264,8 +264,19 @@ func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name strin
 	// context is cancelled: cut while its body is read, client-go logs "Unexpected error
 	// when reading response body … context canceled" at ERROR (seen under load when the
 	// grant was revoked). A list takes milliseconds; the wait is bounded all the same.
-	var lists sync.WaitGroup
+	//
+	// A list the reflector starts once the wait has begun (its goroutine outlives the
+	// informer) is not sent at all: it would be cut the moment it starts. It gets an empty
+	// list, which the stopped reflector discards.
+	var (
+		lists   sync.WaitGroup
+		mu      sync.Mutex
+		closing bool
+	)
 	defer func() {
+		mu.Lock()
+		closing = true
+		mu.Unlock()
 		done := make(chan struct{})
 		go func() { lists.Wait(); close(done) }()
 		t := time.NewTimer(listsGrace)
@@ -281,7 +292,13 @@ func watchConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name strin
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
+			mu.Lock()
+			if closing {
+				mu.Unlock()
+				return &corev1.ConfigMapList{}, nil
+			}
 			lists.Add(1)
+			mu.Unlock()
 			l, err := cs.CoreV1().ConfigMaps(ns).List(reqCtx, o)
 			lists.Done()
 			if refused(err) {
