@@ -67,6 +67,12 @@ func (r *round) take(n int) {
 	}
 }
 
+func (r *round) wasTaken() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.taken
+}
+
 // skip records a sink the round's relist does not reach.
 func (r *round) skip(res RelistResult) {
 	r.mu.Lock()
@@ -105,6 +111,17 @@ func (q *requests) asked() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.wake
+}
+
+// requeue puts back rounds taken for a stream that ended before it began their relist:
+// the resource's next stream takes them first.
+func (q *requests) requeue(rs []*round) {
+	if len(rs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending = append(rs, q.pending...)
 }
 
 func (q *requests) takeAll() []*round {
@@ -210,25 +227,37 @@ func (p *Pipeline) resourceNames() []string {
 // streamLoop runs st's shared stream into subs from RV from until ctx ends or the stream
 // returns; a round asked meanwhile (or pending when it starts) cuts the stream and starts
 // it again from 0, the relist answering the round.
+//
+// Rounds whose stream ended before it began their relist (cut by a later round while it
+// probed or opened its list, under load a second or more) have reached no cursor: they
+// ride on the next stream, with the rounds that cut it, or go back to the queue when the
+// loop returns. Dropped, nobody would answer them: `kube-cdc resnapshot` waited for its
+// answer until its timeout, and a periodic resync waiting for its last round never
+// asked again.
 func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, from change.RV, subs []*subscriber) error {
 	q := p.requests[st]
+	var carried []*round // taken for a stream that did not begin their relist
 	for {
 		var id uint64
-		if rs := q.takeAll(); len(rs) > 0 {
+		rs := q.takeAll()
+		// Rounds put back by requeue were taken before: their skipped sinks are recorded.
+		if fresh := slices.DeleteFunc(slices.Clone(rs), (*round).wasTaken); len(fresh) > 0 {
 			attached := 0
 			for _, s := range subs {
 				if !s.detached.Load() {
 					attached++
 					continue
 				}
-				for _, r := range rs {
+				for _, r := range fresh {
 					r.skip(RelistResult{Sink: s.c.sink.Name(), Resource: st.res.ID(), Scope: st.res.Scope,
 						Skipped: "detached from the shared stream (not keeping up); it catches up from its own checkpoint"})
 				}
 			}
-			for _, r := range rs {
+			for _, r := range fresh {
 				r.take(attached)
 			}
+		}
+		if rs = slices.Concat(carried, rs); len(rs) > 0 {
 			id, from = p.rounds.add(rs), 0
 		}
 		sctx, cancel := context.WithCancel(ctx)
@@ -244,13 +273,19 @@ func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, from chang
 			}
 		}()
 		emit := p.fanOut(st, subs)
+		var begun atomic.Bool
 		if id != 0 {
-			emit = stampRelist(emit, id)
+			emit = stampRelist(emit, id, &begun)
 		}
 		err := p.stream(sctx, st, from, emit)
 		close(stop)
 		cancel()
+		carried = nil
+		if id != 0 && !begun.Load() {
+			carried = rs
+		}
 		if ctx.Err() != nil || !cut.Load() || (err != nil && !errors.Is(err, context.Canceled)) {
+			q.requeue(carried)
 			return err
 		}
 		st.log.Info("relisting on request (resync or resnapshot) while the watch is replaced")
@@ -258,14 +293,20 @@ func (p *Pipeline) streamLoop(ctx context.Context, st *resourceState, from chang
 }
 
 // stampRelist stamps id on the stream's first relist (every RelistBegin until its
-// RelistEnd: a relist that fails part-way begins again).
-func stampRelist(emit func(context.Context, change.Event) error, id uint64) func(context.Context, change.Event) error {
+// RelistEnd: a relist that fails part-way begins again); begun is set once a stamped
+// RelistBegin has reached every cursor.
+func stampRelist(emit func(context.Context, change.Event) error, id uint64, begun *atomic.Bool) func(context.Context, change.Event) error {
 	ended := false
 	return func(ctx context.Context, ev change.Event) error {
 		switch {
 		case ended:
 		case ev.Type == change.RelistBegin:
 			ev.Round = id
+			err := emit(ctx, ev)
+			if err == nil {
+				begun.Store(true)
+			}
+			return err
 		case ev.Type == change.RelistEnd:
 			ended = true
 		}

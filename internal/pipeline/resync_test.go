@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -202,7 +203,7 @@ func TestARequestedRoundIsStampedOnTheRelistsBeginsInItsOwnField(t *testing.T) {
 	emit := stampRelist(func(_ context.Context, ev change.Event) error {
 		got = append(got, ev)
 		return nil
-	}, 7)
+	}, 7, &atomic.Bool{})
 	for _, ev := range []change.Event{
 		{Type: change.RelistBegin},
 		{Type: change.RelistBegin}, // the relist failed part-way and began again
@@ -221,5 +222,67 @@ func TestARequestedRoundIsStampedOnTheRelistsBeginsInItsOwnField(t *testing.T) {
 	}
 	if got[0].RV != 0 || got[3].RV != 20 {
 		t.Errorf("RVs %d and %d, want the stream's: 0 and 20", got[0].RV, got[3].RV)
+	}
+}
+
+// gatedScript is relistScript whose first relist is cut before it begins: it waits
+// (probing, opening its list) until its context ends, as a stream cut by a later round
+// while the server is slow to answer.
+type gatedScript struct {
+	relistScript
+	reached chan struct{} // closed when the first relist waits
+}
+
+func (s *gatedScript) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
+	if from == 0 && s.relists.Load() == 0 {
+		s.relists.Add(1)
+		close(s.reached)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.relistScript.Run(ctx, from, emit)
+}
+
+// A round whose stream a later round cuts before the relist began (the first stream
+// was still opening its list) is answered by the relist of the stream that replaces it,
+// with the round that cut it: neither waits in vain (a `kube-cdc resnapshot` asked under
+// load got no answer while 2-s resyncs went on).
+func TestARoundCutBeforeItsRelistBeganIsAnsweredByTheNextRelist(t *testing.T) {
+	s := newMemSink("pg")
+	s.ckpt = 100
+	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
+	relists := &atomic.Int32{}
+	gs := &gatedScript{relistScript: relistScript{list: func() []change.Change { return []change.Change{obj("a", "ua", 10)} },
+		listRV: 200, relists: relists}, reached: make(chan struct{})}
+	p := newP(Options{MaxWait: time.Millisecond}, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer { return gs }}})
+	stop := startRun(p)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		res, err := p.Relist(ctx, nil, true)
+		if err == nil && (len(res) != 1 || res[0].Written != 1) {
+			err = fmt.Errorf("the full round's relist reported %+v, want a written", res)
+		}
+		first <- err
+	}()
+	select {
+	case <-gs.reached:
+	case <-ctx.Done():
+		t.Fatal("the first round's stream never began to relist")
+	}
+	if _, err := p.Relist(ctx, nil, false); err != nil {
+		t.Fatalf("the round that cut the first: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the round cut before its relist began: %v", err)
+	}
+	if n := relists.Load(); n != 2 {
+		t.Errorf("the stream relisted %d times, want 2 (the cut one and the one answering both)", n)
 	}
 }
