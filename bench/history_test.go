@@ -59,20 +59,21 @@ type historyQuery struct {
 	why    func(r *rand.Rand) store.WhyQuery
 	runs   int
 	target time.Duration // p99 goal; 0 for none
+	again  bool          // timed a second time, warm, once every query has run
 }
 
 // auditedNamespaces of cluster-0 have an audit event for every change (historygen).
 const auditedNamespaces = 4
 
 var historyQueries = []historyQuery{
-	{name: "history() of one object", runs: 300, target: 10 * time.Millisecond,
+	{name: "history() of one object", runs: 300, target: 10 * time.Millisecond, again: true,
 		sql: `SELECT count(*) FROM kube_cdc.history('configmaps', $1, $2)`,
 		args: func(r *rand.Rand) []any {
 			return []any{historygen.Namespace(auditedNamespaces + r.IntN(40-auditedNamespaces)), historygen.Object(r.IntN(1000))}
 		}},
 	// The same where cluster-0's versions (a third) were each made by a write audited at
 	// RequestResponse: their actors are joined exactly.
-	{name: "history(), cluster-0's versions audited", runs: 100, target: 10 * time.Millisecond,
+	{name: "history(), cluster-0's versions audited", runs: 100, target: 10 * time.Millisecond, again: true,
 		sql: `SELECT count(*) FROM kube_cdc.history('configmaps', $1, $2)`,
 		args: func(r *rand.Rand) []any {
 			return []any{historygen.Namespace(r.IntN(auditedNamespaces)), historygen.Object(r.IntN(1000))}
@@ -108,7 +109,7 @@ var historyQueries = []historyQuery{
 	// Issue 29: an object's page (~83 versions, each diffed in Go) and `kube-cdc
 	// history`'s read of it, both of one cluster, both one read of object_versions() as
 	// history() is.
-	{name: "UI object page", runs: 30, target: 50 * time.Millisecond,
+	{name: "UI object page", runs: 30, target: 50 * time.Millisecond, again: true,
 		page: func(r *rand.Rand) string {
 			return "/object?resource=configmaps&cluster=" + historygen.Cluster(r.IntN(3)) + "&ns=" + historygen.Namespace(r.IntN(40)) +
 				"&name=" + historygen.Object(r.IntN(1000))
@@ -129,7 +130,7 @@ var historyQueries = []historyQuery{
 			at := time.Now().Add(-time.Duration(r.Int64N(int64(30 * 24 * time.Hour)))).UTC().Format(time.RFC3339Nano)
 			return "/why?resource=pods&cluster=" + historygen.Cluster(0) + "&ns=" + whyPodNamespace + "&name=" + whyPodName + "&at=" + at
 		}},
-	{name: "kube-cdc history's read of one object", runs: 100, target: 10 * time.Millisecond,
+	{name: "kube-cdc history's read of one object", runs: 100, target: 10 * time.Millisecond, again: true,
 		history: func(r *rand.Rand) store.HistoryQuery {
 			return store.HistoryQuery{Resource: "configmaps", Namespace: historygen.Namespace(r.IntN(40)), Name: historygen.Object(r.IntN(1000))}
 		}},
@@ -200,55 +201,41 @@ func historyAtScale(b *testing.B) {
 	if err != nil {
 		b.Fatalf("%s: %v", historyOnlyEnv, err)
 	}
+	// Each query's reads are kept, so that the reads of one object (history(), the object
+	// page, `kube-cdc history`) are timed again once every query has run: the first pass
+	// reads what the fill left in the caches (on this machine most heap pages come from the
+	// disk), the second the same objects warm.
+	replays := map[string][]func() error{}
 	for _, q := range historyQueries {
 		if !only.MatchString(q.name) {
 			continue
 		}
 		var took []time.Duration
 		for range q.runs {
+			read := historyRead(ctx, q, r, reader, web, conn)
 			start := time.Now()
-			if q.why != nil {
-				if _, err := reader.Why(ctx, q.why(r)); err != nil {
-					b.Fatalf("%s: %v", q.name, err)
-				}
-				took = append(took, time.Since(start))
-				continue
-			}
-			if q.history != nil {
-				if _, err := reader.History(ctx, q.history(r)); err != nil {
-					b.Fatalf("%s: %v", q.name, err)
-				}
-				took = append(took, time.Since(start))
-				continue
-			}
-			if q.page != nil {
-				path := q.page(r)
-				rec := httptest.NewRecorder()
-				web.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-				if rec.Code != http.StatusOK {
-					b.Fatalf("%s: %s: %d\n%s", q.name, path, rec.Code, rec.Body)
-				}
-				took = append(took, time.Since(start))
-				continue
-			}
-			rows, err := conn.Query(ctx, q.sql, q.args(r)...)
-			if err != nil {
-				b.Fatalf("%s: %v", q.name, err)
-			}
-			for rows.Next() {
-			}
-			if err := rows.Err(); err != nil {
+			if err := read(); err != nil {
 				b.Fatalf("%s: %v", q.name, err)
 			}
 			took = append(took, time.Since(start))
+			if q.again {
+				replays[q.name] = append(replays[q.name], read)
+			}
 		}
-		p50, p99 := pct(took, 50), pct(took, 99)
-		target := "no target"
-		if q.target > 0 {
-			target = fmt.Sprintf("target p99 ≤ %v: %s", q.target, verdict(p99 <= q.target))
+		printHistoryQuery(q, "", took)
+	}
+	for _, q := range historyQueries {
+		var took []time.Duration
+		for _, read := range replays[q.name] {
+			start := time.Now()
+			if err := read(); err != nil {
+				b.Fatalf("%s, again: %v", q.name, err)
+			}
+			took = append(took, time.Since(start))
 		}
-		fmt.Printf("bench: history: %-45s p50 %8v  p99 %8v  (%s)\n", q.name, p50.Round(10*time.Microsecond),
-			p99.Round(10*time.Microsecond), target)
+		if len(took) > 0 {
+			printHistoryQuery(q, ", again (warm)", took)
+		}
 	}
 	fmt.Printf("bench: history: the queries above at load average %s\n", loadavg())
 
@@ -286,6 +273,48 @@ func historyAtScale(b *testing.B) {
 		pct(quiet, 99).Round(10*time.Microsecond), pct(busy, 99).Round(10*time.Microsecond), pct(after, 99).Round(10*time.Microsecond),
 		ratio, verdict(ratio <= 1.2), loadavg())
 
+}
+
+// historyRead is one read of q with arguments drawn from r, to be timed (and repeated).
+func historyRead(ctx context.Context, q historyQuery, r *rand.Rand, reader *store.Store, web http.Handler, conn *pgx.Conn) func() error {
+	switch {
+	case q.why != nil:
+		wq := q.why(r)
+		return func() error { _, err := reader.Why(ctx, wq); return err }
+	case q.history != nil:
+		hq := q.history(r)
+		return func() error { _, err := reader.History(ctx, hq); return err }
+	case q.page != nil:
+		path := q.page(r)
+		return func() error {
+			rec := httptest.NewRecorder()
+			web.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			if rec.Code != http.StatusOK {
+				return fmt.Errorf("%s: %d\n%s", path, rec.Code, rec.Body)
+			}
+			return nil
+		}
+	}
+	args := q.args(r)
+	return func() error {
+		rows, err := conn.Query(ctx, q.sql, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+		}
+		return rows.Err()
+	}
+}
+
+func printHistoryQuery(q historyQuery, pass string, took []time.Duration) {
+	p50, p99 := pct(took, 50), pct(took, 99)
+	target := "no target"
+	if q.target > 0 {
+		target = fmt.Sprintf("target p99 ≤ %v: %s", q.target, verdict(p99 <= q.target))
+	}
+	fmt.Printf("bench: history: %-62s p50 %8v  p99 %8v  (%s)\n", q.name+pass, p50.Round(10*time.Microsecond),
+		p99.Round(10*time.Microsecond), target)
 }
 
 // BenchmarkHistoryRelistWrite writes the same relist batch (20,000 ~1.3 KB snapshots)
