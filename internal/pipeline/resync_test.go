@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-cdc/kube-cdc/internal/change"
+	"github.com/kube-cdc/kube-cdc/internal/retry"
 )
 
 // relistScript is a Streamer that watches quietly from a checkpoint and, from 0, lists
@@ -284,5 +285,47 @@ func TestARoundCutBeforeItsRelistBeganIsAnsweredByTheNextRelist(t *testing.T) {
 	}
 	if n := relists.Load(); n != 2 {
 		t.Errorf("the stream relisted %d times, want 2 (the cut one and the one answering both)", n)
+	}
+}
+
+// faultFirst is relistScript whose first relist fails before it begins, with a Fault
+// (the apiserver refused the list): the resource is degraded and streamed again.
+type faultFirst struct {
+	relistScript
+	failed atomic.Bool
+}
+
+func (s *faultFirst) Run(ctx context.Context, from change.RV, emit func(context.Context, change.Event) error) error {
+	if from == 0 && s.failed.CompareAndSwap(false, true) {
+		return faultErr("forbidden")
+	}
+	return s.relistScript.Run(ctx, from, emit)
+}
+
+// A round whose stream fails before its relist began goes back to the queue: the
+// resource's next stream, once it is no longer degraded, relists and answers it.
+func TestARoundWhoseStreamFailsBeforeItsRelistBeganIsAnsweredWhenTheResourceStreamsAgain(t *testing.T) {
+	s := newMemSink("pg")
+	s.ckpt = 100
+	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
+	relists := &atomic.Int32{}
+	fs := &faultFirst{relistScript: relistScript{list: func() []change.Change { return []change.Change{obj("a", "ua", 10)} },
+		listRV: 200, relists: relists}}
+	opts := Options{MaxWait: time.Millisecond, DegradedBackoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}
+	p := newP(opts, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer { return fs }}})
+	stop := startRun(p)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := p.Relist(ctx, nil, true)
+	if err != nil {
+		t.Fatalf("the round whose stream failed before its relist began: %v", err)
+	}
+	if !fs.failed.Load() || len(res) != 1 || res[0].Written != 1 || res[0].Skipped != "" {
+		t.Errorf("failed first: %v; the round's relist reported %+v, want one sink with a written", fs.failed.Load(), res)
 	}
 }
