@@ -51,6 +51,10 @@ type WhyRow struct {
 	// WhyQuery.Objects. Object is nil for an inferred delete, Previous when there is
 	// none to compare with.
 	Object, Previous json.RawMessage
+	// Inferred says kube-cdc wrote the delete without seeing it (a relist found the object
+	// gone), and Reason why; read with WhyQuery.Objects only.
+	Inferred bool
+	Reason   string
 }
 
 // Why lists the changes in the window before q.At to the object and to what it depends
@@ -78,7 +82,7 @@ func (s *Store) Why(ctx context.Context, q WhyQuery) ([]WhyRow, error) {
 	if q.Objects {
 		return collect(ctx, s, "read why", "why_versions", args, func(row pgx.CollectableRow) (WhyRow, error) {
 			var r WhyRow
-			err := scanWhyInto(row, &r, &r.Object, &r.Previous)
+			err := scanWhyInto(row, &r, &r.Object, &r.Previous, &r.Inferred, &r.Reason)
 			return r, err
 		})
 	}

@@ -487,6 +487,29 @@ func TestRunServesTheUIWhenUIAddressIsSet(t *testing.T) {
 	}
 }
 
+// The page of what changed before a pod broke marks the inferred delete of a ConfigMap
+// the pod reads and says why kube-cdc wrote it (rows written as kube-cdc writes them, as
+// TestInferredDeletesAndEpochsAreMarked does, under a cluster of its own).
+func TestTheWhyPageMarksAnInferredDeleteWithItsReason(t *testing.T) {
+	pod := `{"kind":"Pod","metadata":{"name":"reader","namespace":"ns","uid":"p1"},"spec":{"containers":[{"name":"app","envFrom":[{"configMapRef":{"name":"cm"}}]}]}}`
+	execSQL(t, `INSERT INTO kube_cdc.checkpoints (cluster, sink, api_group, resource, resource_version) VALUES ('synthetic-why', 'warehouse', '', 'configmaps', 30);
+	INSERT INTO kube_cdc.changes (cluster, api_group, resource, namespace, name, uid, resource_version, op, inferred, reason, snapshot, object, epoch, observed_at) VALUES
+	  ('synthetic-why', '', 'configmaps', 'ns', 'cm', 'u1', 10, 'create', false, NULL, false, '{"kind":"ConfigMap","data":{"a":"1"}}', 0, now() - interval '3 minutes'),
+	  ('synthetic-why', '', 'configmaps', 'ns', 'cm', 'u1', 20, 'delete', true, 'gone', false, NULL, 0, now() - interval '2 minutes'),
+	  ('synthetic-why', '', 'pods', 'ns', 'reader', 'p1', 25, 'create', false, NULL, false, '`+pod+`', 0, now() - interval '1 minute');
+	INSERT INTO kube_cdc.objects (cluster, api_group, api_version, resource, kind, namespace, name, uid, resource_version, object)
+	  VALUES ('synthetic-why', '', 'v1', 'pods', 'Pod', 'ns', 'reader', 'p1', 25, '`+pod+`')`)
+	t.Cleanup(func() {
+		execSQL(t, `DELETE FROM kube_cdc.changes WHERE cluster = 'synthetic-why'; DELETE FROM kube_cdc.objects WHERE cluster = 'synthetic-why';
+			DELETE FROM kube_cdc.checkpoints WHERE cluster = 'synthetic-why'`)
+	})
+	srv := newServer(t, nil)
+	_, body := get(t, srv, "/why?cluster=synthetic-why&resource=pods&ns=ns&name=reader&at="+url.QueryEscape(time.Now().UTC().Format(time.RFC3339Nano)))
+	if !strings.Contains(body, `configmaps ns/cm</a>`) || !strings.Contains(body, `<span class="badge inferred">inferred (gone)</span>`) {
+		t.Errorf("the why page of a pod whose ConfigMap's delete was inferred does not mark it with its reason:\n%s", body)
+	}
+}
+
 // Inferred deletes and time travel cannot be made cheaply through the apiserver here (a
 // daemon stopped while an object is deleted; an etcd restore), so this test writes the
 // rows kube-cdc writes for them, under a cluster of its own.

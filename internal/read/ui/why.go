@@ -126,7 +126,7 @@ func (s *Server) why(w http.ResponseWriter, r *http.Request) {
 	revs := make([]store.Revision, len(rows))
 	for i, x := range rows {
 		revs[i] = store.Revision{ID: x.ChangeID, ObservedAt: x.ObservedAt, Op: x.Op, RV: x.RV, UID: x.UID, ChangedBy: x.ChangedBy,
-			Object: x.Object, Previous: x.Previous, Actor: x.Actor, Inferred: x.Op == change.OpDelete && x.Object == nil}
+			Object: x.Object, Previous: x.Previous, Actor: x.Actor, Inferred: x.Inferred, Reason: x.Reason}
 	}
 	entries, err := history.Show(revs)
 	if err != nil {
