@@ -1,8 +1,9 @@
 -- What changed before an object broke, with each change's diff: why()'s rows (migration
 -- 019, the one definition of what is related) and, for each, the version's object, the
 -- object it changed, and whether kube-cdc inferred it and why, as object_versions()
--- (migration 020, the one definition of a version's previous object) gives them. object_versions is read once per related object,
--- from the window's first change of it on, not once per row. The web UI's /why page.
+-- (migration 020, the one definition of a version's previous object) gives them.
+-- object_versions is read once per related object, from the window's first change of it
+-- on, not once per row. The web UI's /why page.
 WITH w AS MATERIALIZED (
     SELECT * FROM why(@resource, @namespace, @name, @at, @lookback, @cluster)
 ),
