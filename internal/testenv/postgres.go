@@ -238,10 +238,16 @@ func (p *Postgres) TerminateBackends(ctx context.Context, db string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// Signal all first, then wait: terminating one by one would let a session blocked by
-	// another run on (and commit) between the two.
+	// another run on (and commit) between the two. The sessions waiting for a lock are
+	// signalled before the others: signalled in one statement, the lock's holder could end
+	// before its waiter was signalled (the statement's backend preempted between the two
+	// kills, under load), and the waiter ran on and committed (seen with two make tests at
+	// once: TestASingleStatementWriteCutOff…/its_backend_is_terminated, "Write = <nil>").
 	const others = `FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) `+others, db); err != nil {
-		return fmt.Errorf("terminate backends of %s: %w", db, err)
+	for _, which := range []string{` AND wait_event_type = 'Lock'`, ``} {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) `+others+which, db); err != nil {
+			return fmt.Errorf("terminate backends of %s: %w", db, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
