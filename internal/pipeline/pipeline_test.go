@@ -244,7 +244,11 @@ func TestAStalledSinkIsDetachedAndCatchesUpFromItsOwnCheckpoint(t *testing.T) {
 		}}})
 	stop := startRun(p)
 	// The fast sink is held back by the stalled one until a minute passes on the clock.
-	waitFor(t, clk.HasWaiters)
+	// The stream waits on the slow sink once it holds one change in its blocked Write and
+	// Buffer in its queue: the fast sink then has Buffer+2. A timer alone may be the fast
+	// sink's, its queue full for a moment under load: stepped then, it detached the fast
+	// sink (seen with two make tests at once).
+	waitFor(t, func() bool { l, _ := fast.snapshot(); return clk.HasWaiters() && len(l) >= 4+2 })
 	if l, _ := fast.snapshot(); len(l) == n {
 		t.Fatal("the fast sink got everything before DetachAfter passed")
 	}
