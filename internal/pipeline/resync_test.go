@@ -226,6 +226,27 @@ func TestARequestedRoundIsStampedOnTheRelistsBeginsInItsOwnField(t *testing.T) {
 	}
 }
 
+// oneObjectScript lists object a at RV 10, the LIST at 200.
+func oneObjectScript(relists *atomic.Int32) relistScript {
+	return relistScript{list: func() []change.Change { return []change.Change{obj("a", "ua", 10)} }, listRV: 200, relists: relists}
+}
+
+// startOneObjectPipeline runs stream into a sink at checkpoint 100 that holds a as listed.
+func startOneObjectPipeline(t *testing.T, opts Options, stream Streamer) *Pipeline {
+	t.Helper()
+	s := newMemSink("pg")
+	s.ckpt = 100
+	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
+	p := newP(opts, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer { return stream }}})
+	stop := startRun(p)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
+}
+
 // gatedScript is relistScript whose first relist is cut before it begins: it waits
 // (probing, opening its list) until its context ends, as a stream cut by a later round
 // while the server is slow to answer.
@@ -249,19 +270,9 @@ func (s *gatedScript) Run(ctx context.Context, from change.RV, emit func(context
 // with the round that cut it: neither waits in vain (a `kube-cdc resnapshot` asked under
 // load got no answer while 2-s resyncs went on).
 func TestARoundCutBeforeItsRelistBeganIsAnsweredByTheNextRelist(t *testing.T) {
-	s := newMemSink("pg")
-	s.ckpt = 100
-	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
 	relists := &atomic.Int32{}
-	gs := &gatedScript{relistScript: relistScript{list: func() []change.Change { return []change.Change{obj("a", "ua", 10)} },
-		listRV: 200, relists: relists}, reached: make(chan struct{})}
-	p := newP(Options{MaxWait: time.Millisecond}, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer { return gs }}})
-	stop := startRun(p)
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	gs := &gatedScript{relistScript: oneObjectScript(relists), reached: make(chan struct{})}
+	p := startOneObjectPipeline(t, Options{MaxWait: time.Millisecond}, gs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	first := make(chan error, 1)
@@ -305,20 +316,9 @@ func (s *faultFirst) Run(ctx context.Context, from change.RV, emit func(context.
 // A round whose stream fails before its relist began goes back to the queue: the
 // resource's next stream, once it is no longer degraded, relists and answers it.
 func TestARoundWhoseStreamFailsBeforeItsRelistBeganIsAnsweredWhenTheResourceStreamsAgain(t *testing.T) {
-	s := newMemSink("pg")
-	s.ckpt = 100
-	s.objects[key("a")] = change.Entry{UID: "ua", RV: 10}
-	relists := &atomic.Int32{}
-	fs := &faultFirst{relistScript: relistScript{list: func() []change.Change { return []change.Change{obj("a", "ua", 10)} },
-		listRV: 200, relists: relists}}
+	fs := &faultFirst{relistScript: oneObjectScript(&atomic.Int32{})}
 	opts := Options{MaxWait: time.Millisecond, DegradedBackoff: retry.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}
-	p := newP(opts, []Sink{s}, []Fixture{{Resource: cms, NewStream: func() Streamer { return fs }}})
-	stop := startRun(p)
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	p := startOneObjectPipeline(t, opts, fs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := p.Relist(ctx, nil, true)
