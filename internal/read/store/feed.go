@@ -94,6 +94,29 @@ const (
 	NameRegex                      // the name matches the POSIX regular expression Name (PostgreSQL's ~*), case-insensitively
 )
 
+// nameLike is the ILIKE pattern of a substring or prefix name filter ("" for the others).
+func nameLike(name string, m NameMatch) string {
+	switch m {
+	case NameSubstring:
+		return "%" + likeEscape(name) + "%"
+	case NamePrefix:
+		return likeEscape(name) + "%"
+	}
+	return ""
+}
+
+// sqlKind is how a statement that takes the match as a parameter (sql/lanes.sql) tests
+// it: "exact" (=), "regex" (~*) or "like" (ILIKE nameLike's pattern).
+func (m NameMatch) sqlKind() string {
+	switch m {
+	case NameExact:
+		return "exact"
+	case NameRegex:
+		return "regex"
+	}
+	return "like"
+}
+
 // DefaultWindow is Filter.Window's default: how many changes of the range one page's
 // search of an unindexed filter reads at most.
 const DefaultWindow = 5000
@@ -157,12 +180,10 @@ func (f Filter) where(keyset bool, args pgx.NamedArgs) (indexed, unindexed strin
 		switch f.NameMatch {
 		case NameExact:
 			conds = append(conds, "c.name = "+arg("name", f.Name))
-		case NamePrefix:
-			slow = append(slow, "c.name ILIKE "+arg("name", likeEscape(f.Name)+"%"))
 		case NameRegex:
 			slow = append(slow, "c.name ~* "+arg("name", f.Name))
 		default:
-			slow = append(slow, "c.name ILIKE "+arg("name", "%"+likeEscape(f.Name)+"%"))
+			slow = append(slow, "c.name ILIKE "+arg("name", nameLike(f.Name, f.NameMatch)))
 		}
 	}
 	if op, ok := map[string]string{"create": "'create'", "update": "'update'", "delete": "'delete'"}[f.Op]; ok {

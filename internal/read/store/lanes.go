@@ -103,7 +103,7 @@ func (s *Store) Lanes(ctx context.Context, q LanesQuery) (Lanes, error) {
 		groups[i], resources[i] = r.Group, r.Resource
 	}
 	args := pgx.NamedArgs{"cluster": q.Cluster, "from": q.From, "to": to, "namespace": nullable(q.Namespace),
-		"group": q.Group, "resource": nullable(q.Resource), "name": nullable(q.Name), "name_match": int(q.NameMatch), "name_like": nameLike(q.Name, q.NameMatch), "lanes": q.Lanes,
+		"group": q.Group, "resource": nullable(q.Resource), "name": nullable(q.Name), "name_match": q.NameMatch.sqlKind(), "name_like": nameLike(q.Name, q.NameMatch), "lanes": q.Lanes,
 		"offset": max(q.Offset, 0), "per_lane": q.PerLane + 1, "body_groups": groups, "body_resources": resources,
 		"workload": q.Workload}
 	type row struct {
@@ -233,15 +233,4 @@ func sortLanes(lanes []Lane) {
 			return cmp.Or(a.ObservedAt.Compare(b.ObservedAt), cmp.Compare(a.ID, b.ID))
 		})
 	}
-}
-
-// nameLike is the LIKE pattern of a substring or prefix name filter ("" for the others).
-func nameLike(name string, m NameMatch) string {
-	switch m {
-	case NameSubstring:
-		return "%" + likeEscape(name) + "%"
-	case NamePrefix:
-		return likeEscape(name) + "%"
-	}
-	return ""
 }

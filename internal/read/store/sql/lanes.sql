@@ -20,9 +20,9 @@ keys AS (
      WHERE c.cluster = @cluster AND c.observed_at >= @from AND c.observed_at < @to
        AND (@namespace::text IS NULL OR c.namespace = @namespace)
        AND (@resource::text IS NULL OR (c.api_group = @group AND c.resource = @resource))
-       AND (@name::text IS NULL OR CASE @name_match::int  -- store.NameMatch, as the feed reads it
-                                      WHEN 1 THEN c.name = @name
-                                      WHEN 3 THEN c.name ~* @name
+       AND (@name::text IS NULL OR CASE @name_match::text  -- NameMatch.sqlKind: as the feed reads it
+                                      WHEN 'exact' THEN c.name = @name
+                                      WHEN 'regex' THEN c.name ~* @name
                                       ELSE c.name ILIKE @name_like END)
      GROUP BY c.namespace, c.api_group, c.resource, c.name  -- the page's order: a sorted grouping needs no second sort
 ),
